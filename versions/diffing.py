@@ -1,0 +1,765 @@
+"""Then→now text diffs: diff-match-patch line mode, word highlights, collapsed context, paging.
+
+Pure module (no models). The line diff runs in the C++ ``fast_diff_match_patch`` engine when it is
+importable, else in the pure-Python ``diff_match_patch``; both give the same results. Every text
+fragment is HTML-escaped first, then wrapped in markup, then marked safe.
+
+Line model: text is split on ``\\n`` only (like git). A final line without a newline is a different
+line from the same text with one, so ``"a\\nb"`` → ``"a\\nb\\n"`` counts as 1 added and 1 removed
+line (as ``git diff --numstat`` does); such a line carries ``no_eol=True``. A ``\\r`` before the
+``\\n`` is part of the line (a CRLF↔LF change is a change) but is not rendered; see ``eol``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from typing import Literal
+
+from diff_match_patch import diff_match_patch
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+try:  # pragma: no cover - depends on the environment
+    import fast_diff_match_patch as _fdmp
+except ImportError:  # pragma: no cover
+    _fdmp = None
+
+EngineName = Literal["cpp", "python"]
+LineKind = Literal["context", "added", "removed"]
+Op = tuple[str, int]  # ("=" | "-" | "+", count)
+
+CONTEXT = 3
+PER_PAGE = 50
+MAX_HUNK_ROWS = 300
+WORD_DIFF_MAX_CHARS = 10_000
+WORD_DIFF_MIN_SIMILARITY = 0.3
+LINE_TIMEOUT = 2.0
+WORD_TIMEOUT = 0.2
+
+ENGINES: tuple[EngineName, ...] = ("cpp", "python") if _fdmp is not None else ("python",)
+DEFAULT_ENGINE: EngineName = ENGINES[0]
+
+# Code points usable as "characters" for line/token encoding: 1 and 2 are sentinels for lines
+# present on one side only; shared lines start at 3; the surrogate block is skipped.
+_OLD_ONLY = "\x01"
+_NEW_ONLY = "\x02"
+_FIRST_CODE = 3
+MAX_CODES = (0xD800 - _FIRST_CODE) + (0x110000 - 0xE000)
+_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
+_TOKEN_CODE_BASE = 0xF0000  # plane-15 private use: uniform character class for cleanup scoring
+
+
+class InvalidPage(ValueError):
+    """Raised for a page number outside ``1..num_pages``."""
+
+
+class StaleContext(ValueError):
+    """Raised when requested context lines are out of range or differ between the two texts."""
+
+
+# --------------------------------------------------------------------------------------------
+# Engines
+# --------------------------------------------------------------------------------------------
+
+
+def _py_dmp(timeout: float) -> diff_match_patch:
+    dmp = diff_match_patch()
+    dmp.Diff_Timeout = timeout
+    return dmp
+
+
+def engine_diff(
+    a: str, b: str, *, engine: EngineName | None = None, timeout: float = LINE_TIMEOUT
+) -> list[Op]:
+    """Character diff of ``a``→``b`` as ``[(op, count)]`` with no semantic cleanup."""
+    engine = engine or DEFAULT_ENGINE
+    if engine == "cpp":
+        if _fdmp is None:
+            raise RuntimeError("fast_diff_match_patch is not installed")
+        return [
+            (op, n)
+            for op, n in _fdmp.diff(
+                a, b, timelimit=timeout, checklines=False, cleanup="No", counts_only=True
+            )
+            if n
+        ]
+    ops = {-1: "-", 0: "=", 1: "+"}
+    return [(ops[op], len(t)) for op, t in _py_dmp(timeout).diff_main(a, b, False) if t]
+
+
+# --------------------------------------------------------------------------------------------
+# Line splitting and line mode
+# --------------------------------------------------------------------------------------------
+
+
+def split_lines(text: str) -> tuple[list[str], bool]:
+    """Split on ``\\n``; return the lines and whether the last one lacks a newline."""
+    if not text:
+        return [], False
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+        return lines, False
+    return lines, True
+
+
+def _keys(lines: list[str], no_eol: bool) -> list[object]:
+    """Hash keys per line: a final line without newline never equals a terminated one."""
+    if not no_eol:
+        return lines  # type: ignore[return-value]
+    keys: list[object] = list(lines)
+    keys[-1] = (lines[-1],)
+    return keys
+
+
+def _code_points() -> Iterable[str]:
+    return map(chr, chain(range(_FIRST_CODE, 0xD800), range(0xE000, 0x110000)))
+
+
+def _lines_to_chars(
+    a: Sequence[object], b: Sequence[object], limit: int = MAX_CODES
+) -> tuple[str, str] | None:
+    """Encode each line as one character (linesToChars); ``None`` if too many distinct lines.
+
+    Only lines present on both sides need their own code: the others can never match, so all
+    old-only lines share one sentinel and all new-only lines another (same diff, fewer codes).
+    """
+    shared = set(a)
+    shared.intersection_update(b)
+    if len(shared) > limit:
+        return None
+    codes = dict(zip(shared, _code_points(), strict=False))
+    get = codes.get
+    return "".join(map(get, a, repeat(_OLD_ONLY))), "".join(map(get, b, repeat(_NEW_ONLY)))
+
+
+def _difflib_ops(a: Sequence[object], b: Sequence[object]) -> list[Op]:
+    ops: list[Op] = []
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=True)  # type: ignore[arg-type]
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            ops.append(("=", i2 - i1))
+            continue
+        if i2 > i1:
+            ops.append(("-", i2 - i1))
+        if j2 > j1:
+            ops.append(("+", j2 - j1))
+    return ops
+
+
+def _common_ends(a: Sequence[object], b: Sequence[object]) -> tuple[int, int]:
+    n = min(len(a), len(b))
+    pre = 0
+    while pre < n and a[pre] == b[pre]:
+        pre += 1
+    suf = 0
+    while suf < n - pre and a[-1 - suf] == b[-1 - suf]:
+        suf += 1
+    return pre, suf
+
+
+def _normalize(ops: Iterable[Op]) -> list[Op]:
+    """Merge adjacent same-op runs and order each change block as deletions then insertions."""
+    out: list[Op] = []
+    dels = ins = 0
+    for op, n in ops:
+        if op == "=":
+            if dels:
+                out.append(("-", dels))
+            if ins:
+                out.append(("+", ins))
+            dels = ins = 0
+            if out and out[-1][0] == "=":
+                out[-1] = ("=", out[-1][1] + n)
+            else:
+                out.append(("=", n))
+        elif op == "-":
+            dels += n
+        else:
+            ins += n
+    if dels:
+        out.append(("-", dels))
+    if ins:
+        out.append(("+", ins))
+    return out
+
+
+def line_ops(
+    a: Sequence[object],
+    b: Sequence[object],
+    *,
+    engine: EngineName | None = None,
+    max_codes: int | None = None,
+) -> tuple[list[Op], str]:
+    """Line-mode diff of two key sequences; returns ``(ops, method)``, method ``engine|difflib``."""
+    engine = engine or DEFAULT_ENGINE
+    if not a or not b:
+        return _normalize([("-", len(a)), ("+", len(b))]), "trivial"
+    limit = MAX_CODES if max_codes is None else max_codes
+    enc = _lines_to_chars(a, b, limit)
+    if enc is not None:
+        ca, cb = enc
+        if ca == cb:
+            return [("=", len(a))], engine
+        if not _has_shared(ca, cb):
+            return _normalize([("-", len(a)), ("+", len(b))]), engine
+        return _normalize(engine_diff(ca, cb, engine=engine)), engine
+    # Too many distinct shared lines for one code point each: trim common ends, then try again,
+    # and fall back to difflib on what is left.
+    pre, suf = _common_ends(a, b)
+    mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
+    if pre or suf:
+        mid_ops, method = line_ops(mid_a, mid_b, engine=engine, max_codes=max_codes)
+    else:
+        mid_ops, method = _difflib_ops(mid_a, mid_b), "difflib"
+    return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
+
+
+def _has_shared(ca: str, cb: str) -> bool:
+    sa = set(ca)
+    sa.discard(_OLD_ONLY)
+    return not sa.isdisjoint(cb)
+
+
+def count_line_changes(
+    old: str | None, new: str | None, *, engine: EngineName | None = None
+) -> tuple[int, int]:
+    """Return ``(added, removed)`` line counts for ``old``→``new`` (``None`` counts as empty).
+
+    A missing final newline makes the last line differ: ``"a\\nb"`` → ``"a\\nb\\n"`` is (1, 1).
+    """
+    old, new = old or "", new or ""
+    if old == new:
+        return 0, 0
+    a, a_noeol = split_lines(old)
+    b, b_noeol = split_lines(new)
+    if not a or not b:
+        return len(b), len(a)
+    ops, _ = line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)
+    return sum(n for op, n in ops if op == "+"), sum(n for op, n in ops if op == "-")
+
+
+# --------------------------------------------------------------------------------------------
+# Result objects
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DiffLine:
+    """One rendered row: kind, 1-based old/new line numbers (``None`` on the other side), HTML."""
+
+    kind: LineKind
+    old_no: int | None
+    new_no: int | None
+    html: SafeString
+    eol: Literal["lf", "crlf", "none"] = "lf"
+
+    @property
+    def no_eol(self) -> bool:
+        """True for a last line without a trailing newline."""
+        return self.eol == "none"
+
+    @property
+    def marker(self) -> str:
+        """Unified-diff prefix: ``" "``, ``"+"`` or ``"-"``."""
+        return {"context": " ", "added": "+", "removed": "-"}[self.kind]
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A collapsed run of ``count`` unchanged lines from 1-based ``old_start``/``new_start``."""
+
+    old_start: int
+    new_start: int
+    count: int
+
+    @property
+    def label(self) -> str:
+        """Human label, e.g. ``"12 unchanged lines"``."""
+        return f"{self.count} unchanged line{'' if self.count == 1 else 's'}"
+
+    @property
+    def old_end(self) -> int:
+        """Last hidden old line number (inclusive)."""
+        return self.old_start + self.count - 1
+
+    @property
+    def new_end(self) -> int:
+        """Last hidden new line number (inclusive)."""
+        return self.new_start + self.count - 1
+
+
+# A hunk segment: ("=", old_index, new_index, count, count) or ("!", old_i, new_i, n_del, n_ins).
+Segment = tuple[str, int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class HunkSpan:
+    """An unrendered hunk: 0-based starts, counts, segments and the gap collapsed before it."""
+
+    old_start: int
+    new_start: int
+    old_count: int
+    new_count: int
+    segments: tuple[Segment, ...]
+    gap_before: Gap | None
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """A rendered hunk: ``header`` (``@@ -a,b +c,d @@``), ``gap_before`` and its ``lines``."""
+
+    index: int
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    gap_before: Gap | None
+    lines: list[DiffLine]
+
+    @property
+    def header(self) -> str:
+        """Unified-diff hunk header with 1-based line numbers."""
+        return f"@@ -{self.old_start},{self.old_count} +{self.new_start},{self.new_count} @@"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffPage:
+    """One page of hunks; ``trailing_gap`` is set only on the last page."""
+
+    number: int
+    num_pages: int
+    hunks: list[Hunk]
+    trailing_gap: Gap | None
+
+    @property
+    def has_next(self) -> bool:
+        """Whether a later page exists."""
+        return self.number < self.num_pages
+
+    @property
+    def has_previous(self) -> bool:
+        """Whether an earlier page exists."""
+        return self.number > 1
+
+    @property
+    def next_page_number(self) -> int | None:
+        """The next page number, or ``None`` on the last page."""
+        return self.number + 1 if self.has_next else None
+
+
+@dataclass(slots=True)
+class DiffResult:
+    """A computed line diff; hunks are rendered lazily, one page at a time (picklable)."""
+
+    old_lines: list[str]
+    new_lines: list[str]
+    old_no_eol: bool
+    new_no_eol: bool
+    spans: list[HunkSpan]
+    trailing_gap: Gap | None
+    lines_added: int
+    lines_removed: int
+    is_added: bool = False
+    is_removed: bool = False
+    method: str = ""
+    _rendered: dict[int, Hunk] = field(default_factory=dict, repr=False)
+
+    @property
+    def hunk_count(self) -> int:
+        """Number of hunks."""
+        return len(self.spans)
+
+    @property
+    def identical(self) -> bool:
+        """True when both texts are equal (including both empty)."""
+        return self.lines_added == 0 and self.lines_removed == 0
+
+    @property
+    def both_empty(self) -> bool:
+        """True when neither side has any line."""
+        return not self.old_lines and not self.new_lines
+
+    @property
+    def status(self) -> str:
+        """One of ``added``, ``removed``, ``identical``, ``changed``."""
+        if self.is_added:
+            return "added"
+        if self.is_removed:
+            return "removed"
+        return "identical" if self.identical else "changed"
+
+    @property
+    def old_line_count(self) -> int:
+        """Lines in the old text."""
+        return len(self.old_lines)
+
+    @property
+    def new_line_count(self) -> int:
+        """Lines in the new text."""
+        return len(self.new_lines)
+
+    def num_pages(self, per_page: int = PER_PAGE) -> int:
+        """Number of pages of ``per_page`` hunks (at least 1)."""
+        return max(1, -(-len(self.spans) // per_page))
+
+    def hunk(self, index: int) -> Hunk:
+        """Render (once) and return hunk ``index`` (0-based)."""
+        h = self._rendered.get(index)
+        if h is None:
+            h = self._rendered[index] = _render_hunk(self, index)
+        return h
+
+    def page(self, number: int = 1, per_page: int = PER_PAGE) -> DiffPage:
+        """Hunks of 1-based page ``number``; raise ``InvalidPage`` outside ``1..num_pages``."""
+        pages = self.num_pages(per_page)
+        if per_page < 1 or not 1 <= number <= pages:
+            raise InvalidPage(f"page {number} not in 1..{pages}")
+        lo = (number - 1) * per_page
+        hunks = [self.hunk(i) for i in range(lo, min(lo + per_page, len(self.spans)))]
+        return DiffPage(number, pages, hunks, self.trailing_gap if number == pages else None)
+
+    def context_lines(self, old_start: int, new_start: int, count: int) -> list[DiffLine]:
+        """Render ``count`` unchanged lines starting at 1-based ``old_start``/``new_start``."""
+        return _context_rows(
+            self.old_lines,
+            self.new_lines,
+            self.old_no_eol,
+            self.new_no_eol,
+            old_start,
+            new_start,
+            count,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Computing
+# --------------------------------------------------------------------------------------------
+
+
+def compute_diff(
+    old: str | None,
+    new: str | None,
+    *,
+    context: int = CONTEXT,
+    engine: EngineName | None = None,
+    max_hunk_rows: int = MAX_HUNK_ROWS,
+) -> DiffResult:
+    """Diff ``old``→``new`` (``None``: file did not exist / was removed); render nothing yet."""
+    old_text, new_text = old or "", new or ""
+    a, a_noeol = split_lines(old_text)
+    b, b_noeol = split_lines(new_text)
+    if old_text == new_text:
+        ops: list[Op] = [("=", len(a))] if a else []
+        method = "identical"
+    else:
+        ops, method = line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)
+    spans, trailing = _build_spans(ops, context, max_hunk_rows)
+    return DiffResult(
+        old_lines=a,
+        new_lines=b,
+        old_no_eol=a_noeol,
+        new_no_eol=b_noeol,
+        spans=spans,
+        trailing_gap=trailing,
+        lines_added=sum(n for op, n in ops if op == "+"),
+        lines_removed=sum(n for op, n in ops if op == "-"),
+        is_added=old is None and new is not None,
+        is_removed=new is None and old is not None,
+        method=method,
+    )
+
+
+_CACHE: OrderedDict[tuple[bytes, bytes, int], DiffResult] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+CACHE_SIZE = 16
+
+
+def cached_diff(old: str | None, new: str | None, *, context: int = CONTEXT) -> DiffResult:
+    """``compute_diff`` memoised in-process by content hash, for paging and expanders."""
+
+    def digest(t: str | None) -> bytes:
+        return (
+            b"\0"
+            if t is None
+            else hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        )
+
+    key = (digest(old), digest(new), context)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    result = compute_diff(old, new, context=context)
+    with _CACHE_LOCK:
+        _CACHE[key] = result
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return result
+
+
+def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkSpan], Gap | None]:
+    """Group ops into hunks with ``context`` lines; collapse longer unchanged runs into gaps."""
+    spans: list[HunkSpan] = []
+    segs: list[Segment] = []
+    gap: Gap | None = None
+    oi = ni = 0
+    n_ops = len(ops)
+    k = 0
+    while k < n_ops:
+        op, n = ops[k]
+        if op == "=":
+            first, last = not segs, k == n_ops - 1
+            if first and last:  # identical texts
+                return [], Gap(1, 1, n) if n else None
+            if first:
+                lead = min(n, context)
+                if n > lead:
+                    gap = Gap(oi + 1, ni + 1, n - lead)
+                if lead:
+                    segs.append(("=", oi + n - lead, ni + n - lead, lead, lead))
+            elif last:
+                tail = min(n, context)
+                if tail:
+                    segs.append(("=", oi, ni, tail, tail))
+                _flush(spans, segs, gap, max_rows)
+                segs, gap = [], None
+                if n > tail:
+                    return spans, Gap(oi + tail + 1, ni + tail + 1, n - tail)
+            elif n > 2 * context:
+                if context:
+                    segs.append(("=", oi, ni, context, context))
+                _flush(spans, segs, gap, max_rows)
+                gap = Gap(oi + context + 1, ni + context + 1, n - 2 * context)
+                segs = (
+                    [("=", oi + n - context, ni + n - context, context, context)] if context else []
+                )
+            else:
+                segs.append(("=", oi, ni, n, n))
+            oi += n
+            ni += n
+            k += 1
+        else:
+            dels = n if op == "-" else 0
+            ins = n if op == "+" else 0
+            if op == "-" and k + 1 < n_ops and ops[k + 1][0] == "+":
+                ins = ops[k + 1][1]
+                k += 1
+            segs.append(("!", oi, ni, dels, ins))
+            oi += dels
+            ni += ins
+            k += 1
+    if segs:
+        _flush(spans, segs, gap, max_rows)
+    return spans, None
+
+
+def _flush(spans: list[HunkSpan], segs: list[Segment], gap: Gap | None, max_rows: int) -> None:
+    """Append the hunk made of ``segs``, split into hunks of at most ``max_rows`` rows."""
+    pieces: list[Segment] = []
+    rows = 0
+    first_gap = gap
+    step = max(1, max_rows // 2)
+
+    def emit() -> None:
+        nonlocal pieces, rows, first_gap
+        if pieces:
+            s0 = pieces[0]
+            spans.append(
+                HunkSpan(
+                    s0[1],
+                    s0[2],
+                    sum(p[3] for p in pieces),
+                    sum(p[4] for p in pieces),
+                    tuple(pieces),
+                    first_gap,
+                )
+            )
+            first_gap = None
+        pieces, rows = [], 0
+
+    for tag, o, nw, dn, an in segs:
+        if tag == "=":
+            while dn:
+                if rows >= max_rows:
+                    emit()
+                take = min(dn, max_rows - rows)
+                pieces.append(("=", o, nw, take, take))
+                rows += take
+                o, nw, dn = o + take, nw + take, dn - take
+            continue
+        # Split a long change block at the same offset on both sides so word pairs stay together.
+        for s in range(0, max(dn, an), step):
+            take_d, take_a = max(0, min(step, dn - s)), max(0, min(step, an - s))
+            if pieces and rows + take_d + take_a > max_rows:
+                emit()
+            pieces.append(("!", o + min(s, dn), nw + min(s, an), take_d, take_a))
+            rows += take_d + take_a
+    emit()
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------
+
+
+def _display(line: str) -> tuple[str, Literal["lf", "crlf"]]:
+    if line.endswith("\r"):
+        return line[:-1], "crlf"
+    return line, "lf"
+
+
+def _eol(line: str, is_last: bool, no_eol: bool) -> tuple[str, Literal["lf", "crlf", "none"]]:
+    text, eol = _display(line)
+    return (text, "none") if is_last and no_eol else (text, eol)
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN_RE.findall(text)
+
+
+def word_diff(
+    a: str,
+    b: str,
+    *,
+    engine: EngineName | None = None,
+) -> tuple[list[tuple[bool, str]], list[tuple[bool, str]]] | None:
+    """Token diff of two lines: ``(old_parts, new_parts)`` as ``(changed, text)``; ``None`` if
+    too long or too dissimilar to be worth highlighting."""
+    if len(a) > WORD_DIFF_MAX_CHARS or len(b) > WORD_DIFF_MAX_CHARS:
+        return None
+    ta, tb = _tokens(a), _tokens(b)
+    codes: dict[str, str] = {}
+    for tok in chain(ta, tb):
+        if tok not in codes:
+            codes[tok] = chr(_TOKEN_CODE_BASE + len(codes))
+            if len(codes) > 0xFFFD:
+                return None
+    ca = "".join(map(codes.__getitem__, ta))
+    cb = "".join(map(codes.__getitem__, tb))
+    ops = engine_diff(ca, cb, engine=engine, timeout=WORD_TIMEOUT)
+    # Semantic cleanup in Python for both engines (same result whichever engine diffed).
+    dmp = _py_dmp(WORD_TIMEOUT)
+    diffs: list[tuple[int, str]] = []
+    i = j = 0
+    for op, n in ops:
+        if op == "=":
+            diffs.append((0, ca[i : i + n]))
+            i += n
+            j += n
+        elif op == "-":
+            diffs.append((-1, ca[i : i + n]))
+            i += n
+        else:
+            diffs.append((1, cb[j : j + n]))
+            j += n
+    dmp.diff_cleanupSemantic(diffs)
+    old_parts: list[tuple[bool, str]] = []
+    new_parts: list[tuple[bool, str]] = []
+    i = j = 0
+    same = 0
+    for op, chars in diffs:
+        n = len(chars)
+        if op <= 0:
+            text = "".join(ta[i : i + n])
+            old_parts.append((op != 0, text))
+            i += n
+            if op == 0:
+                same += len(text)
+        if op >= 0:
+            new_parts.append((op != 0, "".join(tb[j : j + n])))
+            j += n
+    longest = max(len(a), len(b))
+    if longest and same / longest < WORD_DIFF_MIN_SIMILARITY:
+        return None
+    return old_parts, new_parts
+
+
+def render_parts(parts: Iterable[tuple[bool, str]], tag: Literal["del", "ins"]) -> SafeString:
+    """Escape each fragment, then wrap changed ones in ``<del class="w-del">``/``<ins ...>``."""
+    open_tag = f'<{tag} class="w-{tag}">'
+    close_tag = f"</{tag}>"
+    out = []
+    for changed, text in parts:
+        if not text:
+            continue
+        esc = escape(text)
+        out.append(f"{open_tag}{esc}{close_tag}" if changed else esc)
+    return mark_safe("".join(out))
+
+
+def _plain(text: str) -> SafeString:
+    return mark_safe(escape(text))
+
+
+def _render_hunk(result: DiffResult, index: int, engine: EngineName | None = None) -> Hunk:
+    span = result.spans[index]
+    a, b = result.old_lines, result.new_lines
+    la, lb = len(a) - 1, len(b) - 1
+    rows: list[DiffLine] = []
+    for tag, o, nw, dn, an in span.segments:
+        if tag == "=":
+            for k in range(dn):
+                text, eol = _eol(b[nw + k], nw + k == lb, result.new_no_eol)
+                rows.append(DiffLine("context", o + k + 1, nw + k + 1, _plain(text), eol))
+            continue
+        old_side = [_eol(a[o + k], o + k == la, result.old_no_eol) for k in range(dn)]
+        new_side = [_eol(b[nw + k], nw + k == lb, result.new_no_eol) for k in range(an)]
+        old_html: list[SafeString] = [_plain(t) for t, _ in old_side]
+        new_html: list[SafeString] = [_plain(t) for t, _ in new_side]
+        for k in range(min(dn, an)):
+            wd = word_diff(old_side[k][0], new_side[k][0], engine=engine)
+            if wd is not None:
+                old_html[k] = render_parts(wd[0], "del")
+                new_html[k] = render_parts(wd[1], "ins")
+        rows.extend(
+            DiffLine("removed", o + k + 1, None, old_html[k], old_side[k][1]) for k in range(dn)
+        )
+        rows.extend(
+            DiffLine("added", None, nw + k + 1, new_html[k], new_side[k][1]) for k in range(an)
+        )
+    old_start = span.old_start + 1 if span.old_count else span.old_start
+    new_start = span.new_start + 1 if span.new_count else span.new_start
+    return Hunk(index, old_start, span.old_count, new_start, span.new_count, span.gap_before, rows)
+
+
+def _context_rows(
+    a: list[str],
+    b: list[str],
+    a_noeol: bool,
+    b_noeol: bool,
+    old_start: int,
+    new_start: int,
+    count: int,
+) -> list[DiffLine]:
+    if count < 0 or old_start < 1 or new_start < 1:
+        raise StaleContext("bad range")
+    o, n = old_start - 1, new_start - 1
+    if o + count > len(a) or n + count > len(b):
+        raise StaleContext("range outside the texts")
+    ka, kb = _keys(a, a_noeol), _keys(b, b_noeol)
+    if ka[o : o + count] != kb[n : n + count]:
+        raise StaleContext("lines differ between the two texts")
+    lb = len(b) - 1
+    rows = []
+    for k in range(count):
+        text, eol = _eol(b[n + k], n + k == lb, b_noeol)
+        rows.append(DiffLine("context", o + k + 1, n + k + 1, _plain(text), eol))
+    return rows
+
+
+def context_lines(
+    old_text: str | None, new_text: str | None, old_start: int, new_start: int, count: int
+) -> list[DiffLine]:
+    """Render the ``count`` unchanged lines of a collapsed gap (1-based starts) on demand."""
+    a, a_noeol = split_lines(old_text or "")
+    b, b_noeol = split_lines(new_text or "")
+    return _context_rows(a, b, a_noeol, b_noeol, old_start, new_start, count)
