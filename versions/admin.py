@@ -1,0 +1,134 @@
+"""Admin: apps, artifacts, points and sets browsable; history is never edited by hand.
+
+Artifact edits made here go through the capture service like every other write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from versions import services
+from versions.errors import VersionsError
+from versions.models import (
+    App,
+    Artifact,
+    AuditEvent,
+    ChangeSet,
+    ReleaseMark,
+    RestorePoint,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """History is read-only: no add, change or delete by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(App)
+class AppAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "release_set", "route_generation", "created_on"]
+    search_fields = ["slug", "name"]
+    readonly_fields = ["release_set", "route_generation", "created_on"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ArtifactForm(forms.ModelForm):
+    source = forms.CharField(widget=forms.Textarea(attrs={"rows": 20, "cols": 100}), required=False)
+
+    class Meta:
+        model = Artifact
+        fields = ["app", "collection", "name"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["source"].initial = self.instance.source
+            for field in ("app", "collection", "name"):
+                self.fields[field].disabled = True
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(admin.ModelAdmin):
+    form = ArtifactForm
+    list_display = ["name", "collection", "app", "deleted", "size", "updated_on", "updated_by"]
+    list_filter = ["app", "collection", "deleted"]
+    search_fields = ["name"]
+    readonly_fields = ["sha256", "size", "deleted", "updated_on", "updated_by"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Artifact, form: Any, change: bool) -> None:
+        # The admin is one more writer: it goes through the capture service.
+        try:
+            receipt = services.write_artifact(
+                form.cleaned_data["app"],
+                form.cleaned_data["collection"],
+                form.cleaned_data["name"],
+                form.cleaned_data["source"],
+                requested_by=request.user.get_username(),
+                tool="admin",
+            )
+        except VersionsError as exc:
+            messages.error(request, exc.message)
+            return
+        saved = Artifact.objects.get(
+            app=form.cleaned_data["app"],
+            collection=form.cleaned_data["collection"],
+            name=form.cleaned_data["name"],
+        )
+        obj.pk = saved.pk
+        if receipt.unchanged:
+            messages.info(request, "The source was unchanged; no restore point was recorded.")
+
+
+@admin.register(RestorePoint)
+class RestorePointAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "artifact",
+        "kind",
+        "requested_by",
+        "tool",
+        "created_on",
+        "lines_added",
+        "lines_removed",
+        "source_stored",
+        "pinned",
+    ]
+    list_filter = ["kind", "tool", "source_stored", "pinned", "app"]
+    search_fields = ["id", "artifact__name", "requested_by", "run_id", "turn_id"]
+    list_select_related = ["artifact"]
+    exclude = ["previous_blob"]
+
+
+@admin.register(ChangeSet)
+class ChangeSetAdmin(ReadOnlyAdmin):
+    list_display = ["id", "app", "kind", "name", "created_by", "created_on"]
+    list_filter = ["kind", "app"]
+    search_fields = ["id", "name", "run_id", "turn_id"]
+
+
+@admin.register(ReleaseMark)
+class ReleaseMarkAdmin(ReadOnlyAdmin):
+    list_display = ["app", "change_set_ref", "action", "by", "on"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["app", "kind", "change_set_ref", "by", "on"]
+    list_filter = ["kind", "app"]

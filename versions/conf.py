@@ -1,0 +1,28 @@
+"""Versions settings, read at call time so tests can override them."""
+
+from django.conf import settings
+
+
+def max_stored_bytes() -> int:
+    """Largest previous source (UTF-8 bytes) a capture point keeps."""
+    return int(getattr(settings, "VERSIONS_MAX_STORED_BYTES", 1_572_864))
+
+
+def max_write_bytes() -> int:
+    """Largest source (UTF-8 bytes) a write accepts."""
+    return int(getattr(settings, "VERSIONS_MAX_WRITE_BYTES", 10 * 1024 * 1024))
+
+
+def points_per_app() -> int:
+    """How many unpinned restore points an app keeps."""
+    return int(getattr(settings, "VERSIONS_POINTS_PER_APP", 200))
+
+
+def turn_gap_seconds() -> int:
+    """Longest pause between captures of one turn (without run_id) that keeps one set."""
+    return int(getattr(settings, "VERSIONS_TURN_GAP_SECONDS", 600))
+
+
+def workspaces() -> dict[str, str]:
+    """Registered workspaces for changes-log rollback: name -> folder."""
+    return dict(getattr(settings, "VERSIONS_WORKSPACES", {}) or {})

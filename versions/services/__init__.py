@@ -1,0 +1,18 @@
+"""The Versions services: the one path every write, restore, name and mark goes through.
+
+Views, the agent API, the MCP server, the admin and the management commands are thin adapters
+over these functions.
+"""
+
+from versions.services.capture import WriteReceipt, delete_artifact, write_artifact
+from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
+
+__all__ = [
+    "WriteReceipt",
+    "delete_artifact",
+    "mark_release",
+    "name_change_set",
+    "name_point",
+    "unmark_release",
+    "write_artifact",
+]

@@ -1,0 +1,120 @@
+"""Low-level building blocks shared by capture and restore: blobs, locks, re-pointing.
+
+Private to ``versions.services``: callers use the public functions of the package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from django.db.models import Q
+
+from versions.models import App, Artifact, Blob
+
+
+def sha256_hex(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def store_blob(raw: bytes, sha: str, chars: int) -> None:
+    """Store ``raw`` under ``sha`` unless a blob with that hash is stored already."""
+    data, compressed = Blob.pack(raw)
+    Blob.objects.bulk_create(
+        [Blob(sha256=sha, data=data, size=len(raw), chars=chars, compressed=compressed)],
+        ignore_conflicts=True,
+    )
+
+
+def lock_artifact(app: App, collection: str, name: str) -> Artifact | None:
+    """The artifact row, locked for update with its current blob, or None."""
+    return (
+        Artifact.objects.select_for_update(of=("self",))
+        .select_related("blob")
+        .filter(app=app, collection=collection, name=name)
+        .first()
+    )
+
+
+def lock_or_create_artifact(app: App, collection: str, name: str, now: datetime) -> Artifact:
+    """The artifact row locked for update; a new one starts as a tombstone (nothing exists).
+
+    Creating with ``ignore_conflicts`` first and then locking makes two writers creating the
+    same artifact queue on one row instead of one of them failing on the unique constraint.
+    """
+    artifact = lock_artifact(app, collection, name)
+    if artifact is None:
+        Artifact.objects.bulk_create(
+            [
+                Artifact(
+                    app=app,
+                    collection=collection,
+                    name=name,
+                    blob=None,
+                    sha256="",
+                    deleted=True,
+                    updated_on=now,
+                )
+            ],
+            ignore_conflicts=True,
+        )
+        artifact = lock_artifact(app, collection, name)
+        assert artifact is not None
+    return artifact
+
+
+def repoint(
+    artifact: Artifact,
+    *,
+    sha: str | None,
+    size: int,
+    by: str,
+    now: datetime,
+    route_key: str | None = None,
+) -> None:
+    """Point ``artifact`` at blob ``sha`` (None: make it a tombstone). Writes no source bytes."""
+    artifact.blob_id = sha  # type: ignore[assignment]
+    artifact.sha256 = sha or ""
+    artifact.size = size if sha else 0
+    artifact.deleted = sha is None
+    artifact.route_key = route_key if sha else None
+    artifact.updated_on = now
+    artifact.updated_by = by
+    Artifact.objects.filter(pk=artifact.pk).update(
+        blob_id=artifact.blob_id,
+        sha256=artifact.sha256,
+        size=artifact.size,
+        deleted=artifact.deleted,
+        route_key=artifact.route_key,
+        updated_on=now,
+        updated_by=by,
+    )
+
+
+def blob_is_referenced(sha: str) -> bool:
+    from versions.models import RestorePoint
+
+    return (
+        Artifact.objects.filter(blob_id=sha).exists()
+        or RestorePoint.objects.filter(previous_blob_id=sha).exists()
+    )
+
+
+def sweep_blobs(candidates: set[str]) -> int:
+    """Delete the blobs among ``candidates`` that no artifact and no point references."""
+    from versions.models import RestorePoint
+
+    if not candidates:
+        return 0
+    referenced = set(
+        Artifact.objects.filter(blob_id__in=candidates).values_list("blob_id", flat=True)
+    ) | set(
+        RestorePoint.objects.filter(previous_blob_id__in=candidates).values_list(
+            "previous_blob_id", flat=True
+        )
+    )
+    doomed = candidates - referenced
+    if not doomed:
+        return 0
+    deleted, _ = Blob.objects.filter(Q(sha256__in=doomed)).delete()
+    return deleted

@@ -1,0 +1,177 @@
+"""Retention (newest N unpinned points per app), pins, names and the release mark (SPEC §2)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+
+from versions import conf
+from versions.errors import InvalidInput, NotFound
+from versions.models import App, Artifact, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
+from versions.services._store import sweep_blobs
+
+logger = logging.getLogger(__name__)
+
+POINT_NOT_FOUND = "There is no restore point “{id}”."
+SET_NOT_FOUND = "There is no change set “{id}”."
+NAME_TOO_LONG = "Names are at most 200 characters."
+NAME_NOT_TEXT = "A name must be text."
+RELEASE_MUST_BE_CHANGE = "Only a change set made by a writer can be marked as release."
+
+
+def sweep_after_commit(candidates: set[str]) -> None:
+    """Sweep unreferenced blobs among ``candidates`` once the writer's transaction committed.
+
+    Outside the writer's transaction so a concurrent writer that re-references a blob makes
+    the sweep fail (harmlessly) rather than the write.
+    """
+    candidates = set(candidates)
+
+    def sweep() -> None:
+        try:
+            with transaction.atomic():
+                sweep_blobs(candidates)
+        except DatabaseError:  # pragma: no cover - a race; the next sweep will get it
+            logger.info("blob sweep skipped after a concurrent reference", exc_info=True)
+
+    transaction.on_commit(sweep)
+
+
+def prune(app: App) -> int:
+    """Delete the app's unpinned points beyond the newest N; returns how many went."""
+    excess = list(
+        RestorePoint.objects.filter(app=app, pinned=False)
+        .order_by("-created_on", "-id")
+        .values_list("id", "previous_blob_id", "change_set_id", "artifact_id", "created_on")[
+            conf.points_per_app() :
+        ]
+    )
+    if not excess:
+        return 0
+    by_set: dict[str, list[dict]] = {}
+    newest_pruned: dict[int, object] = {}
+    for point_id, _blob, set_id, artifact_id, created_on in excess:
+        by_set.setdefault(set_id, []).append({"pointId": point_id, "artifactId": artifact_id})
+        if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:  # type: ignore[operator]
+            newest_pruned[artifact_id] = created_on
+    RestorePoint.objects.filter(id__in=[row[0] for row in excess]).delete()
+    for artifact_id, moment in newest_pruned.items():
+        Artifact.objects.filter(pk=artifact_id).filter(
+            Q(pruned_until__isnull=True) | Q(pruned_until__lt=moment)
+        ).update(pruned_until=moment)
+    # A change set left with no points is gone with them (named or release sets are pinned,
+    # so never emptied); one that lost some keeps the list, so Restore all can say which
+    # artifact's state before the turn was pruned.
+    ChangeSet.objects.filter(
+        id__in=by_set.keys(), kind=ChangeSet.CHANGE, points__isnull=True
+    ).delete()
+    for cs in ChangeSet.objects.filter(id__in=by_set.keys()).only("id", "pruned"):
+        cs.pruned = list(cs.pruned or []) + by_set[cs.id]
+        cs.save(update_fields=["pruned"])
+    sweep_after_commit({row[1] for row in excess if row[1]})
+    return len(excess)
+
+
+def refresh_pins(*, set_ids: list[str] | None = None, point_ids: list[str] | None = None) -> None:
+    """Recompute ``pinned`` for the points of the given sets / the given points."""
+    points = RestorePoint.objects.all()
+    if set_ids is not None:
+        points = points.filter(change_set_id__in=set_ids)
+    if point_ids is not None:
+        points = points.filter(id__in=point_ids)
+    release_ids = [
+        rid
+        for rid in App.objects.filter(release_set__isnull=False).values_list(
+            "release_set_id", flat=True
+        )
+        if rid
+    ]
+    pinned_q = ~Q(name="") | ~Q(change_set__name="") | Q(change_set_id__in=release_ids)
+    points.filter(pinned_q).exclude(pinned=True).update(pinned=True)
+    points.exclude(pinned_q).exclude(pinned=False).update(pinned=False)
+
+
+def _clean_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise InvalidInput(NAME_NOT_TEXT, field="name")
+    name = " ".join(name.split())
+    if len(name) > 200:
+        raise InvalidInput(NAME_TOO_LONG, field="name")
+    return name
+
+
+def name_point(point_id: str, name: str, *, by: str) -> RestorePoint:
+    """Give a restore point a name ("" removes it); a named point is pinned."""
+    clean = _clean_name(name)
+    with transaction.atomic():
+        point = RestorePoint.objects.select_for_update().filter(id=point_id).first()
+        if point is None:
+            raise NotFound(POINT_NOT_FOUND.format(id=point_id))
+        point.name = clean
+        point.save(update_fields=["name"])
+        refresh_pins(point_ids=[point.id])
+        AuditEvent.objects.create(
+            app_id=point.app_id,
+            kind="point_named",
+            by=by,
+            change_set_ref=point.change_set_id,
+            data={"pointId": point.id, "name": clean},
+        )
+        point.refresh_from_db()
+    return point
+
+
+def name_change_set(set_id: str, name: str, *, by: str) -> ChangeSet:
+    """Give a change set a name ("" removes it); the points of a named set are pinned."""
+    clean = _clean_name(name)
+    with transaction.atomic():
+        cs = ChangeSet.objects.select_for_update().filter(id=set_id).first()
+        if cs is None:
+            raise NotFound(SET_NOT_FOUND.format(id=set_id))
+        cs.name = clean
+        cs.save(update_fields=["name"])
+        refresh_pins(set_ids=[cs.id])
+        AuditEvent.objects.create(
+            app_id=cs.app_id, kind="set_named", by=by, change_set_ref=cs.id, data={"name": clean}
+        )
+    return cs
+
+
+def mark_release(set_id: str, *, by: str) -> ChangeSet:
+    """Mark a change set as its app's release; the mark moves from any other set."""
+    with transaction.atomic():
+        cs = ChangeSet.objects.filter(id=set_id).first()
+        if cs is None:
+            raise NotFound(SET_NOT_FOUND.format(id=set_id))
+        app = App.objects.select_for_update().get(pk=cs.app_id)
+        previous = app.release_set_id
+        app.release_set = cs
+        app.save(update_fields=["release_set"])
+        ReleaseMark.objects.create(
+            app=app, change_set=cs, change_set_ref=cs.id, action=ReleaseMark.MARK, by=by
+        )
+        refresh_pins(set_ids=[s for s in (previous, cs.id) if s])
+    return cs
+
+
+def unmark_release(app: App | str, *, by: str) -> None:
+    """Remove the release mark of an app (history keeps who did it)."""
+    from versions.services.capture import resolve_app
+
+    with transaction.atomic():
+        app_obj = App.objects.select_for_update().get(pk=resolve_app(app).pk)
+        previous = app_obj.release_set_id
+        if previous is None:
+            return
+        app_obj.release_set = None
+        app_obj.save(update_fields=["release_set"])
+        ReleaseMark.objects.create(
+            app=app_obj,
+            change_set_id=previous,
+            change_set_ref=previous,
+            action=ReleaseMark.UNMARK,
+            by=by,
+        )
+        refresh_pins(set_ids=[previous])

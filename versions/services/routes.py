@@ -1,0 +1,158 @@
+"""The route-save path (SPEC §5): the one function every route write and restore goes through.
+
+A route source is a JSON spec, data and never code: ``{"method": "GET", "path":
+"/quotes/{id}", "status": 200, "headers": {...}, "body": <JSON>}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from versions.errors import InvalidInput
+from versions.models import API_ROUTE, App, Artifact
+from versions.services._store import repoint
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+_PARAM = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
+_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@-]+$")
+
+SPEC_NOT_JSON = "The route spec is not valid JSON: {detail}."
+SPEC_NOT_OBJECT = "The route spec must be a JSON object with method, path, status and body."
+SPEC_BAD_METHOD = "The route method must be one of {methods} (got {method})."
+SPEC_BAD_PATH = (
+    "The route path must start with “/” and hold only URL-safe segments or {{param}} "
+    "placeholders (got {path})."
+)
+SPEC_BAD_STATUS = "The route status must be a whole number from 100 to 599 (got {status})."
+SPEC_BAD_HEADERS = "The route headers must be an object of text names to text values."
+SPEC_DUPLICATE_PARAM = "The route path names the parameter {{{name}}} twice."
+ROUTE_AMBIGUOUS = (
+    "Another live route of this app already answers {key}: “{other}”. "
+    "Two routes with the same method and path would be ambiguous."
+)
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """A parsed, valid route spec."""
+
+    method: str
+    path: str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+
+    @property
+    def segments(self) -> list[str]:
+        return [s for s in self.path.strip("/").split("/") if s]
+
+    @property
+    def key(self) -> str:
+        """'METHOD /a/{}/b': routes with equal keys are ambiguous, whatever their param names."""
+        shape = ["{}" if _PARAM.match(s) else s for s in self.segments]
+        return f"{self.method} /" + "/".join(shape)
+
+
+def parse_route_spec(source: str) -> RouteSpec:
+    """The spec in ``source``, or an InvalidInput (status 422) saying what is wrong."""
+    try:
+        data = json.loads(source)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInput(SPEC_NOT_JSON.format(detail=exc), field="source", status=422)
+    if not isinstance(data, dict):
+        raise InvalidInput(SPEC_NOT_OBJECT, field="source", status=422)
+    method = data.get("method", "GET")
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        raise InvalidInput(
+            SPEC_BAD_METHOD.format(methods=", ".join(METHODS), method=json.dumps(method)),
+            field="source",
+            status=422,
+        )
+    path = data.get("path")
+    if not isinstance(path, str) or not path.startswith("/") or len(path) > 300:
+        raise InvalidInput(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source", status=422)
+    names: set[str] = set()
+    for segment in [s for s in path.strip("/").split("/") if s]:
+        param = _PARAM.match(segment)
+        if param:
+            if param.group(1) in names:
+                raise InvalidInput(
+                    SPEC_DUPLICATE_PARAM.format(name=param.group(1)), field="source", status=422
+                )
+            names.add(param.group(1))
+        elif not _SEGMENT.match(segment):
+            raise InvalidInput(
+                SPEC_BAD_PATH.format(path=json.dumps(path)), field="source", status=422
+            )
+    status = data.get("status", 200)
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise InvalidInput(
+            SPEC_BAD_STATUS.format(status=json.dumps(status)), field="source", status=422
+        )
+    headers = data.get("headers", {}) or {}
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str)
+        and isinstance(v, str)
+        and not any(c in k + v for c in "\r\n\x00")
+        and k.strip()
+        for k, v in headers.items()
+    ):
+        raise InvalidInput(SPEC_BAD_HEADERS, field="source", status=422)
+    return RouteSpec(
+        method=method.upper(), path=path, status=status, headers=headers, body=data.get("body")
+    )
+
+
+def find_ambiguity(app_id: int, key: str, *, exclude_pk: int | None) -> Artifact | None:
+    """Another live route of the app with the same method and path shape, if any."""
+    others = Artifact.objects.filter(app_id=app_id, route_key=key, deleted=False)
+    if exclude_pk is not None:
+        others = others.exclude(pk=exclude_pk)
+    return others.only("name").first()
+
+
+def check_route_source(app_id: int, artifact_pk: int | None, source: str) -> RouteSpec:
+    """Validate a route source for saving under ``artifact_pk``: spec valid and unambiguous."""
+    spec = parse_route_spec(source)
+    other = find_ambiguity(app_id, spec.key, exclude_pk=artifact_pk)
+    if other is not None:
+        raise InvalidInput(
+            ROUTE_AMBIGUOUS.format(key=spec.key, other=other.name), field="source", status=409
+        )
+    return spec
+
+
+def bump_generation_after_commit(app_id: int) -> None:
+    """Tell every server (at its next request) that the app's route table changed."""
+    transaction.on_commit(
+        lambda: App.objects.filter(pk=app_id).update(route_generation=F("route_generation") + 1)
+    )
+
+
+def save_route(
+    artifact: Artifact,
+    *,
+    sha: str | None,
+    source: str | None,
+    size: int,
+    by: str,
+    now: datetime,
+) -> None:
+    """Write a route artifact (``sha`` None deletes it): validate, refuse ambiguity, write, bump.
+
+    Must be called inside the writer's transaction, with the artifact row locked.
+    """
+    assert artifact.collection == API_ROUTE
+    key = None
+    if sha is not None:
+        assert source is not None
+        key = check_route_source(artifact.app_id, artifact.pk, source).key
+    repoint(artifact, sha=sha, size=size, by=by, now=now, route_key=key)
+    bump_generation_after_commit(artifact.app_id)

@@ -1,0 +1,87 @@
+"""Checks of a write's input, with their messages as constants (SPEC §3 step 1)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from versions import conf
+from versions.errors import InvalidInput
+from versions.models import COLLECTIONS
+
+UNKNOWN_COLLECTION = "Unknown collection “{collection}”. Use one of: {choices}."
+NAME_EMPTY = "The artifact name is empty. Give it a name such as “index”."
+NAME_HAS_SLASH = "Artifact names cannot contain “/” (got “{name}”)."
+NAME_HAS_CONTROL = "Artifact names cannot contain control characters (found {char} at {pos})."
+NAME_TOO_LONG = "Artifact names are at most 200 characters; this one has {length}."
+SOURCE_NOT_TEXT = "The source must be text, not {kind}. Nothing was written."
+SOURCE_NOT_UTF8 = "The source is not valid UTF-8 text ({detail}). Nothing was written."
+SOURCE_HAS_NUL = (
+    "The source contains a NUL character at position {pos}; sources are text, "
+    "so nothing was written."
+)
+SOURCE_TOO_LARGE = (
+    "The source is {size:,} bytes; the most a write accepts is {limit:,} bytes. "
+    "Nothing was written."
+)
+ID_TOO_LONG = "{field} is at most 200 characters."
+
+
+def validate_collection(collection: object) -> str:
+    if not isinstance(collection, str) or collection not in COLLECTIONS:
+        raise InvalidInput(
+            UNKNOWN_COLLECTION.format(collection=collection, choices=", ".join(COLLECTIONS)),
+            field="collection",
+        )
+    return collection
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str) or name == "":
+        raise InvalidInput(NAME_EMPTY, field="name")
+    if len(name) > 200:
+        raise InvalidInput(NAME_TOO_LONG.format(length=len(name)), field="name")
+    if "/" in name:
+        raise InvalidInput(NAME_HAS_SLASH.format(name=name), field="name")
+    for pos, char in enumerate(name):
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise InvalidInput(
+                NAME_HAS_CONTROL.format(char=f"U+{ord(char):04X}", pos=pos + 1), field="name"
+            )
+    return name
+
+
+def encode_source(source: object) -> bytes:
+    """The UTF-8 bytes of a valid source, or an InvalidInput saying what is wrong."""
+    if not isinstance(source, str):
+        raise InvalidInput(SOURCE_NOT_TEXT.format(kind=type(source).__name__), field="source")
+    limit = conf.max_write_bytes()
+    # Four bytes per character at most: a cheap refusal before encoding a huge string.
+    if len(source) > limit:
+        raise InvalidInput(
+            SOURCE_TOO_LARGE.format(size=len(source.encode("utf-8", "replace")), limit=limit),
+            field="source",
+            status=413,
+        )
+    nul = source.find("\x00")
+    if nul != -1:
+        raise InvalidInput(SOURCE_HAS_NUL.format(pos=nul), field="source")
+    try:
+        raw = source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(SOURCE_NOT_UTF8.format(detail=exc.reason), field="source")
+    if len(raw) > limit:
+        raise InvalidInput(
+            SOURCE_TOO_LARGE.format(size=len(raw), limit=limit), field="source", status=413
+        )
+    return raw
+
+
+def validate_optional_id(value: object, field: str) -> str:
+    """run_id / turn_id / requested_by / tool: optional short text."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text.", field=field)
+    if len(value) > 200:
+        raise InvalidInput(ID_TOO_LONG.format(field=field), field=field)
+    return value

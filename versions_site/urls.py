@@ -1,0 +1,10 @@
+"""Root URLs: the panel, the live app, the agent API, sign-in and the admin."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("versions.urls")),
+]

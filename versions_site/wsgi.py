@@ -1,0 +1,8 @@
+"""WSGI entry point (gunicorn versions_site.wsgi)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
+application = get_wsgi_application()
