@@ -1,0 +1,97 @@
+"""Load the demo app (a made-up quote-approval tool) through the capture service.
+
+Its history is real: the first version of every artifact, then one agent turn that changed the
+page and the stylesheet, so a new user sees a real change set on first start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from versions import services
+from versions.models import App
+
+DEMO_SLUG = "quote-approvals"
+DEMO_NAME = "Quote approvals (demo)"
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo-versions"  # noqa: S105 - a local demo sign-in, printed to the person
+FIXTURES = Path(settings.BASE_DIR) / "fixtures" / "demo"
+
+# (collection, artifact name, fixture file)
+INITIAL = [
+    ("pltf_page", "index", "before/index.html"),
+    ("pltf_stylesheet", "App", "before/App.css"),
+    ("pltf_frontend_module", "quotes", "before/quotes.js"),
+    ("pltf_api_route", "list-quotes", "before/list-quotes.json"),
+    ("pltf_api_route", "quote-by-id", "before/quote-by-id.json"),
+    ("pltf_server_script", "approve", "before/approve.js"),
+]
+AGENT_TURN = [
+    ("pltf_page", "index", "agent_turn/index.html", "devzone-agent:write_page"),
+    ("pltf_stylesheet", "App", "agent_turn/App.css", "devzone-agent:write_stylesheet"),
+]
+
+
+def _read(relative: str) -> str:
+    return (FIXTURES / relative).read_text(encoding="utf-8")
+
+
+def load_demo(*, with_agent_turn: bool = True) -> App:
+    """Create the demo app and its history; does nothing if it exists already."""
+    app, created = App.objects.get_or_create(slug=DEMO_SLUG, defaults={"name": DEMO_NAME})
+    if not created:
+        return app
+    for collection, name, path in INITIAL:
+        services.write_artifact(
+            app,
+            collection,
+            name,
+            _read(path),
+            requested_by="setup",
+            tool="fixtures:load_demo",
+            run_id="demo-initial-version",
+        )
+    if with_agent_turn:
+        for collection, name, path, tool in AGENT_TURN:
+            services.write_artifact(
+                app,
+                collection,
+                name,
+                _read(path),
+                requested_by="rvaid",
+                tool=tool,
+                run_id="demo-agent-turn-1",
+            )
+    return app
+
+
+class Command(BaseCommand):
+    help = "Load the demo app (quote approvals) with a real agent turn, and a demo sign-in."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--no-user", action="store_true", help="Do not create the demo sign-in."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        existed = App.objects.filter(slug=DEMO_SLUG).exists()
+        load_demo()
+        if existed:
+            self.stdout.write(f"The demo app “{DEMO_SLUG}” is already loaded.")
+        else:
+            self.stdout.write(self.style.SUCCESS(f"Loaded the demo app “{DEMO_SLUG}”."))
+        if options["no_user"]:
+            return
+        users = get_user_model().objects
+        if not users.filter(username=DEMO_USER).exists() and not users.exists():
+            users.create_superuser(DEMO_USER, email="", password=DEMO_PASSWORD)
+            self.stdout.write(
+                f"Sign in at http://127.0.0.1:8000/accounts/login/ as “{DEMO_USER}” with the "
+                f"password “{DEMO_PASSWORD}” (a local demo account; create your own with "
+                "`python manage.py createsuperuser`)."
+            )
