@@ -16,8 +16,9 @@ import difflib
 import hashlib
 import re
 import threading
+from array import array
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Literal
@@ -119,8 +120,13 @@ def _keys(lines: list[str], no_eol: bool) -> list[object]:
     return keys
 
 
-def _code_points() -> Iterable[str]:
-    return map(chr, chain(range(_FIRST_CODE, 0xD800), range(0xE000, 0x110000)))
+def _code_points() -> Iterable[int]:
+    return chain(range(_FIRST_CODE, 0xD800), range(0xE000, 0x110000))
+
+
+def _encode(keys: Iterable[object], get: Callable[[object, int], int], sentinel: str) -> str:
+    """Join one code point per line (via a UTF-32 buffer: faster than joining 1-char strings)."""
+    return array("I", map(get, keys, repeat(ord(sentinel)))).tobytes().decode("utf-32-le")
 
 
 def _lines_to_chars(
@@ -135,9 +141,8 @@ def _lines_to_chars(
     shared.intersection_update(b)
     if len(shared) > limit:
         return None
-    codes = dict(zip(shared, _code_points(), strict=False))
-    get = codes.get
-    return "".join(map(get, a, repeat(_OLD_ONLY))), "".join(map(get, b, repeat(_NEW_ONLY)))
+    get = dict(zip(shared, _code_points(), strict=False)).get
+    return _encode(a, get, _OLD_ONLY), _encode(b, get, _NEW_ONLY)
 
 
 def _difflib_ops(a: Sequence[object], b: Sequence[object]) -> list[Op]:
@@ -208,9 +213,7 @@ def line_ops(
         ca, cb = enc
         if ca == cb:
             return [("=", len(a))], engine
-        if not _has_shared(ca, cb):
-            return _normalize([("-", len(a)), ("+", len(b))]), engine
-        return _normalize(engine_diff(ca, cb, engine=engine)), engine
+        return _diff_discarding(ca, cb, engine), engine
     # Too many distinct shared lines for one code point each: trim common ends, then try again,
     # and fall back to difflib on what is left.
     pre, suf = _common_ends(a, b)
@@ -222,10 +225,71 @@ def line_ops(
     return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
 
 
-def _has_shared(ca: str, cb: str) -> bool:
-    sa = set(ca)
-    sa.discard(_OLD_ONLY)
-    return not sa.isdisjoint(cb)
+_RUN_OLD = re.compile(_OLD_ONLY + "+")
+_RUN_NEW = re.compile(_NEW_ONLY + "+")
+
+
+def _runs(encoded: str, pattern: re.Pattern[str]) -> tuple[list[int], list[int]]:
+    """Reduced position of each sentinel run, and the sentinel count up to its end."""
+    pos: list[int] = []
+    cum: list[int] = []
+    total = 0
+    for m in pattern.finditer(encoded):
+        start, end = m.span()
+        pos.append(start - total)
+        total += end - start
+        cum.append(total)
+    return pos, cum
+
+
+def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
+    """Diff with one-sided lines set aside first (as git's xdiff does), then put back.
+
+    Lines present on one side only can never match, so the engine diffs only the lines that
+    can; the longest common subsequence, and so the counts, stay those of the full diff.
+    """
+    ra, rb = ca.replace(_OLD_ONLY, ""), cb.replace(_NEW_ONLY, "")
+    pos_a, cum_a = _runs(ca, _RUN_OLD)
+    pos_b, cum_b = _runs(cb, _RUN_NEW)
+
+    inf = len(ca) + len(cb) + 1
+    pos_a.append(inf)
+    pos_b.append(inf)
+    ops: list[Op] = []
+    prev_a = prev_b = 0  # original positions already emitted
+    ia = ib = 0  # reduced positions
+    ka = kb = 0  # next sentinel run on each side
+    shift_a = shift_b = 0  # sentinels before the current reduced position
+    for op, n in engine_diff(ra, rb, engine=engine) if ra and rb else ():
+        if op == "-":
+            ia += n
+            continue
+        if op == "+":
+            ib += n
+            continue
+        end_a = ia + n
+        while ia < end_a:
+            while pos_a[ka] <= ia:
+                shift_a = cum_a[ka]
+                ka += 1
+            while pos_b[kb] <= ib:
+                shift_b = cum_b[kb]
+                kb += 1
+            take = min(end_a - ia, pos_a[ka] - ia, pos_b[kb] - ib)
+            oa, ob = ia + shift_a, ib + shift_b
+            if oa > prev_a:
+                ops.append(("-", oa - prev_a))
+            if ob > prev_b:
+                ops.append(("+", ob - prev_b))
+            ops.append(("=", take))
+            prev_a, prev_b = oa + take, ob + take
+            ia += take
+            ib += take
+    if len(ca) > prev_a:
+        ops.append(("-", len(ca) - prev_a))
+    if len(cb) > prev_b:
+        ops.append(("+", len(cb) - prev_b))
+    return _normalize(ops)
 
 
 def count_line_changes(
@@ -564,6 +628,14 @@ def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkS
 
 def _flush(spans: list[HunkSpan], segs: list[Segment], gap: Gap | None, max_rows: int) -> None:
     """Append the hunk made of ``segs``, split into hunks of at most ``max_rows`` rows."""
+    old_count = new_count = rows = 0
+    for seg in segs:
+        old_count += seg[3]
+        new_count += seg[4]
+        rows += seg[3] + seg[4] if seg[0] == "!" else seg[3]
+    if rows <= max_rows:
+        spans.append(HunkSpan(segs[0][1], segs[0][2], old_count, new_count, tuple(segs), gap))
+        return
     pieces: list[Segment] = []
     rows = 0
     first_gap = gap

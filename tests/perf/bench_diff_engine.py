@@ -1,0 +1,133 @@
+"""Micro-benchmark of ``versions.diffing`` alone vs ``git diff --no-index`` on the same pair.
+
+Run: ``.venv/bin/python tests/perf/bench_diff_engine.py [--size 1500000] [--changed 0.02]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from versions import diffing  # noqa: E402
+
+PROPS = [
+    ("color", ["#333", "#1a73e8", "red", "rgb(0, 0, 0)", "inherit"]),
+    ("margin", ["0", "0 auto", "4px 8px", "1rem 0"]),
+    ("padding", ["0", "2px", "8px 12px", "0.5rem"]),
+    ("display", ["block", "flex", "grid", "inline-block", "none"]),
+    ("font-size", ["12px", "14px", "1rem", "1.25em"]),
+    ("border", ["1px solid #ddd", "none", "2px dashed #c00"]),
+    ("background", ["#fff", "transparent", "linear-gradient(#fff, #eee)"]),
+    ("line-height", ["1.2", "1.5", "20px"]),
+]
+
+
+def make_stylesheet(size: int, seed: int = 1) -> str:
+    """A plausible CSS file of about ``size`` characters."""
+    rnd = random.Random(seed)
+    out: list[str] = []
+    total = i = 0
+    while total < size:
+        block = [f".c{i}-{rnd.choice(['btn', 'card', 'row', 'nav', 'item'])} > a:hover {{"]
+        for _ in range(rnd.randint(3, 8)):
+            prop, vals = rnd.choice(PROPS)
+            block.append(f"  {prop}: {rnd.choice(vals)};")
+        block.append("}")
+        block.append("")
+        text = "\n".join(block) + "\n"
+        out.append(text)
+        total += len(text)
+        i += 1
+    return "".join(out)
+
+
+def change_lines(text: str, fraction: float, seed: int = 2) -> str:
+    """Modify ``fraction`` of the lines (edit values, drop or insert a few)."""
+    rnd = random.Random(seed)
+    lines = text.split("\n")
+    for idx in rnd.sample(range(len(lines) - 1), int(len(lines) * fraction)):
+        kind = rnd.random()
+        if kind < 0.7:
+            lines[idx] = lines[idx].replace(":", ": /* v2 */", 1) + " /* changed */"
+        elif kind < 0.85:
+            lines[idx] = "  outline: 1px dotted #f0f;"
+        else:
+            lines[idx] = lines[idx] + "\n  transition: all 0.2s ease;"
+    return "\n".join(lines)
+
+
+def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=1_500_000)
+    ap.add_argument("--changed", type=float, default=0.02)
+    ap.add_argument("--repeat", type=int, default=15)
+    args = ap.parse_args()
+    old = make_stylesheet(args.size)
+    new = change_lines(old, args.changed)
+    with tempfile.TemporaryDirectory() as tmp:
+        run(old, new, Path(tmp), args)
+
+
+def run(old: str, new: str, tmp: Path, args: argparse.Namespace) -> None:
+    """Time git and our engine(s), interleaved, on one pair of files."""
+    pa, pb = tmp / "old.css", tmp / "new.css"
+    pa.write_text(old)
+    pb.write_text(new)
+    cmd = ["git", "diff", "--no-index", "--no-color", str(pa), str(pb)]
+    git_out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    git_add = sum(1 for ln in git_out.splitlines() if ln.startswith("+") and ln[:3] != "+++")
+    git_del = sum(1 for ln in git_out.splitlines() if ln.startswith("-") and ln[:3] != "---")
+
+    print(f"old {len(old):,} chars / {old.count(chr(10)):,} lines; new {len(new):,} chars")
+    for engine in diffing.ENGINES:
+        res = diffing.compute_diff(old, new, engine=engine)
+        print(
+            f"[{engine}] +{res.lines_added} -{res.lines_removed} (git +{git_add} -{git_del}), "
+            f"{res.hunk_count} hunks, {res.num_pages()} pages, method {res.method}"
+        )
+        reps = args.repeat if engine == "cpp" else 3
+        # Interleave ours and git's runs so machine noise hits both alike.
+        t_git, t_comp, t_first, t_count = [], [], [], []
+        for _ in range(reps):
+            t_git.append(best(lambda: subprocess.run(cmd, capture_output=True), 1)[0])
+            t_comp.append(best(lambda e=engine: diffing.compute_diff(old, new, engine=e), 1)[0])
+            t_first.append(
+                best(lambda e=engine: diffing.compute_diff(old, new, engine=e).page(1), 1)[0]
+            )
+            t_count.append(
+                best(lambda e=engine: diffing.count_line_changes(old, new, engine=e), 1)[0]
+            )
+        for label, ts in [
+            ("git diff --no-index", t_git),
+            ("compute_diff", t_comp),
+            ("compute + page(1) render", t_first),
+            ("count_line_changes", t_count),
+        ]:
+            med = statistics.median(ts) * 1e3
+            print(f"  {label:26s} min {min(ts) * 1e3:7.2f} ms  median {med:7.2f}")
+        print(
+            f"  first view / git: min {min(t_first) / min(t_git):.2f}x, "
+            f"median {statistics.median(t_first) / statistics.median(t_git):.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
