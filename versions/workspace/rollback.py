@@ -359,6 +359,7 @@ class _UndoRecorder:
         self.dir: Path | None = None
         self.log: ChangesLog | None = None
         self._seen: set[str] = set()
+        self._created: set[str] = set()
 
     @property
     def log_path(self) -> Path | None:
@@ -397,9 +398,12 @@ class _UndoRecorder:
     def note_created(self, path: Path) -> None:
         """`path` did not exist before the rollback made it; undoing deletes it."""
         rel = relative_name(self.root, path)
-        if rel in self._seen:
-            return
+        if rel in self._seen or any(
+            parent.as_posix() in self._created for parent in Path(rel).parents
+        ):
+            return  # deleting the folder it went into undoes it already
         self._seen.add(rel)
+        self._created.add(rel)
         self._ensure().files_created.append(rel)
         self._write()
 
