@@ -53,7 +53,12 @@ _OLD_ONLY = "\x01"
 _NEW_ONLY = "\x02"
 _FIRST_CODE = 3
 MAX_CODES = (0xD800 - _FIRST_CODE) + (0x110000 - 0xE000)
-_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
+_MARKS = (
+    "\u0300-\u036f\u1ab0-\u1aff\u20d0-\u20ff\ufe00-\ufe0f\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
+)
+# Tokens: words, whitespace runs, single symbols; combining marks, variation selectors, skin tones
+# and zero-width-joined sequences stay with their base character so markup never splits them.
+_TOKEN_RE = re.compile(rf"(?:\w|[{_MARKS}])+|\s+|[^\w\s](?:[{_MARKS}]|\u200d[^\w\s])*")
 _TOKEN_CODE_BASE = 0xF0000  # plane-15 private use: uniform character class for cleanup scoring
 
 
@@ -175,6 +180,8 @@ def _normalize(ops: Iterable[Op]) -> list[Op]:
     out: list[Op] = []
     dels = ins = 0
     for op, n in ops:
+        if not n:
+            continue
         if op == "=":
             if dels:
                 out.append(("-", dels))
