@@ -5,14 +5,18 @@ over these functions.
 """
 
 from versions.services.capture import WriteReceipt, delete_artifact, write_artifact
+from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
 from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
 
 __all__ = [
+    "RestoreReceipt",
     "WriteReceipt",
     "delete_artifact",
     "mark_release",
     "name_change_set",
     "name_point",
+    "restore_change_set",
+    "restore_point",
     "unmark_release",
     "write_artifact",
 ]

@@ -1,0 +1,759 @@
+"""The restore engine (SPEC §4): Restore, Restore all, pre-flight, counter-points, receipts, undo.
+
+A restore is a forward write: every artifact it changes gets a ``counter`` restore point first,
+and all of them land in one restore set (``rs_…``), so a restore is undone by restoring that set.
+A restore *re-points* (SPEC §11): artifacts move to blobs that are already stored and counter-
+points reference the blobs they replace; no source bytes are copied or re-read, except where a
+route spec must be validated or a line count cannot be derived from the restored point.
+
+Everything — pre-flight, counter-points, writes, the restore set — is one transaction. Effects
+outside the database (the route-table generation bump) run only after it commits.
+
+Restore to release (SPEC §6b) reuses :func:`_restore_targets`: it computes the targets (one per
+artifact, each the state to return to) and lets the engine do the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from versions import conf, ids
+from versions.diffing import count_line_changes
+from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, ChangeSet, RestorePoint
+from versions.services import retention, routes
+from versions.services._store import repoint_many
+from versions.services.validation import validate_optional_id
+
+NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
+NOOP_POINT_MESSAGE = (
+    "The artifact already matched the state before this point — nothing was written."
+)
+SET_NOT_FOUND = "There is no change set “{id}”."
+POINT_NOT_FOUND = "There is no restore point “{id}”."
+PREFLIGHT_FAILED = "Nothing was written: the pre-flight check found {count} problem{s}. {details}"
+RESTORED = "Restored {written} artifact{s} from {source}; {skipped} already matched."
+DRY_RUN = "A restore would write {written} artifact{s}; {skipped} already match."
+EXPECTED_NOT_MAPPING = (
+    "expected must map “collection/name” to the sha256 you reviewed as now, "
+    'e.g. {"pltf_page/index": "<sha256>"}.'
+)
+EXPECTED_BAD_KEY = "expected has a key “{key}” that is not of the form “collection/name”."
+EXPECTED_BAD_VALUE = 'expected[“{key}”] must be a sha256 text ("" for absent).'
+
+# Pre-flight findings, one reason in words per failing artifact.
+FINDING_NOT_STORED = (
+    "Its source before this change was {size:,} bytes, over the {cap:,}-byte limit for stored "
+    "sources, so it was not kept and cannot be restored."
+)
+FINDING_PRUNED = (
+    "Its restore point from this set was pruned by retention (only the newest {keep} "
+    "unpinned points of an app are kept), so its state before this set is gone."
+)
+FINDING_GONE = "The artifact no longer exists in this app, so there is nothing to restore onto."
+FINDING_AMBIGUOUS = (
+    "Restoring it would make two live routes answer {key}: it and “{other}”. "
+    "Change or restore the other route first."
+)
+FINDING_BAD_ROUTE = "The route-save path does not accept its stored route spec: {detail}"
+FINDING_DRIFT = (
+    "It changed since you reviewed it: you reviewed {expected}, it is now {current}. "
+    "Review the change again before restoring."
+)
+ALREADY_MATCHED = "already matched"
+
+# The tool recorded on counter-points.
+RESTORE_TOOL = "versions:restore"
+
+RESTORE = "restore"
+NOOP = "noop"
+DRY_RUN_KIND = "dry_run"
+PREFLIGHT_FAILED_KIND = "preflight_failed"
+
+
+def iso_ms(moment: datetime) -> str:
+    """``2026-09-05T17:31:54.724Z``: UTC, milliseconds, Z."""
+    from datetime import UTC
+
+    moment = moment.astimezone(UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+
+
+@dataclass
+class RestoreReceipt:
+    """What a restore did (``restore``), did not need to do (``noop``), would do (``dry_run``),
+    or refused to do (``preflight_failed``). ``.as_dict()`` is the JSON of SPEC §4."""
+
+    kind: str
+    restored_from: str
+    set_id: str | None = None
+    items: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    created_by: str = ""
+    created_on: str | None = None
+    scope: str | None = None
+
+    @property
+    def written(self) -> int:
+        return len(self.items) if self.kind == RESTORE else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any]
+        if self.kind == RESTORE:
+            data = {
+                "setId": self.set_id,
+                "kind": RESTORE,
+                "restoredFromSet": self.restored_from,
+                "items": [dict(item) for item in self.items],
+                "skipped": [dict(item) for item in self.skipped],
+                "created_by": self.created_by,
+                "created_on": self.created_on,
+            }
+        elif self.kind == NOOP:
+            data = {
+                "kind": NOOP,
+                "restoredFromSet": self.restored_from,
+                "written": 0,
+                "message": self.message,
+                "skipped": [dict(item) for item in self.skipped],
+            }
+        elif self.kind == DRY_RUN_KIND:
+            data = {
+                "kind": DRY_RUN_KIND,
+                "restoredFromSet": self.restored_from,
+                "items": [dict(item) for item in self.items],
+                "skipped": [dict(item) for item in self.skipped],
+                "findings": [dict(item) for item in self.findings],
+            }
+        else:
+            data = {
+                "kind": PREFLIGHT_FAILED_KIND,
+                "restoredFromSet": self.restored_from,
+                "written": 0,
+                "findings": [dict(item) for item in self.findings],
+                "skipped": [dict(item) for item in self.skipped],
+                "message": self.message,
+            }
+        if self.scope is not None:
+            data["scope"] = self.scope
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RestoreReceipt:
+        """The receipt stored on a restore set, as an object again."""
+        return cls(
+            kind=data.get("kind", RESTORE),
+            restored_from=data.get("restoredFromSet", ""),
+            set_id=data.get("setId"),
+            items=list(data.get("items", [])),
+            skipped=list(data.get("skipped", [])),
+            findings=list(data.get("findings", [])),
+            message=data.get("message", ""),
+            created_by=data.get("created_by", ""),
+            created_on=data.get("created_on"),
+            scope=data.get("scope"),
+        )
+
+
+@dataclass(frozen=True)
+class RestoreTarget:
+    """One artifact and the state a restore returns it to.
+
+    ``sha256`` is the target's hash ("" = absence: the artifact becomes a tombstone). ``blob_id``
+    is the stored blob of that state (None for absence, or when the state is not available,
+    in which case ``unavailable`` says why in words). ``point_*`` describe the restore point the
+    state comes from, when there is one: its id goes on the receipt, and its line counts give
+    the counter-point's counts for free when the artifact still holds that point's result.
+    """
+
+    artifact_id: int
+    sha256: str
+    blob_id: str | None
+    point_id: str | None = None
+    unavailable: str | None = None
+    point_new_sha256: str | None = None
+    point_lines_added: int = 0
+    point_lines_removed: int = 0
+
+    @property
+    def absent(self) -> bool:
+        return self.sha256 == ""
+
+
+def target_for_point(
+    *,
+    artifact_id: int,
+    point_id: str,
+    previous_existed: bool,
+    previous_blob_id: str | None,
+    previous_sha256: str,
+    previous_size: int,
+    new_sha256: str,
+    lines_added: int,
+    lines_removed: int,
+) -> RestoreTarget:
+    """The target "state before this point" of a restore point's fields."""
+    unavailable = None
+    if previous_existed and previous_blob_id is None:
+        unavailable = FINDING_NOT_STORED.format(size=previous_size, cap=conf.max_stored_bytes())
+    return RestoreTarget(
+        artifact_id=artifact_id,
+        sha256=previous_sha256 if previous_existed else "",
+        blob_id=previous_blob_id if previous_existed else None,
+        point_id=point_id,
+        unavailable=unavailable,
+        point_new_sha256=new_sha256,
+        point_lines_added=lines_added,
+        point_lines_removed=lines_removed,
+    )
+
+
+_POINT_FIELDS = (
+    "id",
+    "artifact_id",
+    "previous_existed",
+    "previous_blob_id",
+    "previous_sha256",
+    "previous_size",
+    "new_sha256",
+    "lines_added",
+    "lines_removed",
+)
+
+
+def _target_from_row(row: tuple) -> RestoreTarget:
+    (pid, artifact_id, existed, blob_id, prev_sha, prev_size, new_sha, added, removed) = row
+    return target_for_point(
+        artifact_id=artifact_id,
+        point_id=pid,
+        previous_existed=existed,
+        previous_blob_id=blob_id,
+        previous_sha256=prev_sha,
+        previous_size=prev_size,
+        new_sha256=new_sha,
+        lines_added=added,
+        lines_removed=removed,
+    )
+
+
+def _short(sha: str) -> str:
+    return sha[:12] if sha else "“absent”"
+
+
+def _expected_key(key: object) -> tuple[str, str]:
+    if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key):
+        return key[0], key[1]
+    if isinstance(key, str) and "/" in key:
+        collection, name = key.split("/", 1)
+        return collection, name
+    raise InvalidInput(EXPECTED_BAD_KEY.format(key=key), field="expected")
+
+
+def normalise_expected(expected: object) -> dict[tuple[str, str], str] | None:
+    """``expected`` as {(collection, name): sha256}.
+
+    Keys are ``"collection/name"`` (names never contain "/") or ``(collection, name)`` tuples;
+    values the sha256 the person reviewed as "now", ``""`` for an absent artifact.
+    """
+    if expected is None:
+        return None
+    if not isinstance(expected, Mapping):
+        raise InvalidInput(EXPECTED_NOT_MAPPING, field="expected")
+    result: dict[tuple[str, str], str] = {}
+    for key, value in expected.items():
+        if not isinstance(value, str) or len(value) > 64:
+            raise InvalidInput(EXPECTED_BAD_VALUE.format(key=key), field="expected")
+        result[_expected_key(key)] = value
+    return result
+
+
+def _finding(artifact: Artifact | None, target: RestoreTarget, reason: str) -> dict[str, Any]:
+    return {
+        "name": artifact.name if artifact else "",
+        "collection": artifact.collection if artifact else "",
+        "pointId": target.point_id,
+        "reason": reason,
+    }
+
+
+def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, Artifact]:
+    """The artifact rows, locked in primary-key order in one query (no source bytes loaded).
+
+    One consistent lock order makes concurrent restores of overlapping sets queue, never
+    deadlock; a second Restore all of the same set then sees the first one's result.
+    """
+    rows = Artifact.objects.filter(pk__in=list(artifact_ids)).order_by("pk")
+    if lock:
+        rows = rows.select_for_update()
+    return {row.pk: row for row in rows}
+
+
+def _texts(shas: Iterable[str]) -> dict[str, str]:
+    """Texts of the given blobs, one query; only for routes to validate and uncounted lines."""
+    wanted = {s for s in shas if s}
+    if not wanted:
+        return {}
+    return {blob.sha256: blob.text for blob in Blob.objects.filter(sha256__in=wanted)}
+
+
+def _blob_meta(shas: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """{sha256: (bytes, chars)} of the given blobs, one query, without their data."""
+    wanted = {s for s in shas if s}
+    if not wanted:
+        return {}
+    rows = Blob.objects.filter(sha256__in=wanted).values_list("sha256", "size", "chars")
+    return {sha: (size, chars) for sha, size, chars in rows}
+
+
+def _line_counts(
+    plan: list[tuple[RestoreTarget, Artifact]],
+) -> dict[int, tuple[int, int]]:
+    """(added, removed) going from each live artifact to its target.
+
+    When the artifact still holds exactly what the restored point wrote, the counts are that
+    point's counts inverted; only otherwise are the two texts read and counted.
+    """
+    counts: dict[int, tuple[int, int]] = {}
+    uncounted: list[tuple[RestoreTarget, Artifact]] = []
+    for target, live in plan:
+        if target.point_new_sha256 is not None and live.sha256 == target.point_new_sha256:
+            counts[live.pk] = (target.point_lines_removed, target.point_lines_added)
+        else:
+            uncounted.append((target, live))
+    if uncounted:
+        texts = _texts([t.sha256 for t, _ in uncounted] + [a.sha256 for _, a in uncounted])
+        for target, live in uncounted:
+            old = texts.get(live.sha256, "") if not live.deleted else ""
+            new = texts.get(target.sha256, "") if not target.absent else ""
+            counts[live.pk] = count_line_changes(old, new)
+    return counts
+
+
+def _check_routes(
+    app: App,
+    plan: list[tuple[RestoreTarget, Artifact]],
+    findings: list[dict[str, Any]],
+) -> dict[int, tuple[str, str]]:
+    """Pre-flight of the routes a restore writes: the spec parses and, in the state after the
+    whole restore, no two live routes answer the same method and path.
+
+    Returns {artifact pk: (route source, route key)} for the routes that will hold a spec.
+    """
+    writes = [(t, a) for t, a in plan if a.collection == API_ROUTE]
+    if not writes:
+        return {}
+    texts = _texts(t.sha256 for t, _ in writes if not t.absent)
+    accepted: dict[int, tuple[str, str]] = {}
+    for target, artifact in writes:
+        if target.absent:
+            continue
+        source = texts.get(target.sha256, "")
+        try:
+            spec = routes.parse_route_spec(source)
+        except InvalidInput as exc:
+            findings.append(_finding(artifact, target, FINDING_BAD_ROUTE.format(detail=exc)))
+            continue
+        accepted[artifact.pk] = (source, spec.key)
+    # The other live routes keep their keys; the written ones take their targets' keys.
+    written_pks = [a.pk for _, a in writes]
+    taken: dict[str, str] = dict(
+        Artifact.objects.filter(app=app, deleted=False, route_key__isnull=False)
+        .exclude(pk__in=written_pks)
+        .values_list("route_key", "name")
+    )
+    for target, artifact in writes:
+        if artifact.pk not in accepted:
+            continue
+        key = accepted[artifact.pk][1]
+        other = taken.get(key)
+        if other is not None:
+            findings.append(
+                _finding(artifact, target, FINDING_AMBIGUOUS.format(key=key, other=other))
+            )
+        else:
+            taken[key] = artifact.name
+    return accepted
+
+
+def _insert_counter_points(points: list[RestorePoint]) -> None:
+    """Store the counter-points of a restore, all in one statement batch."""
+    RestorePoint.objects.bulk_create(points)
+
+
+def _restore_targets(
+    app: App,
+    targets: list[RestoreTarget],
+    *,
+    by: str,
+    restored_from: str,
+    scope: str | None = None,
+    dry_run: bool = False,
+    expected: Mapping[tuple[str, str], str] | None = None,
+    noop_message: str = NOOP_MESSAGE,
+) -> RestoreReceipt:
+    """Return every target's artifact to its target state, or write nothing.
+
+    Call inside ``transaction.atomic()``. Pre-flights every target before the first write
+    (``PreflightFailed`` lists every finding; a dry run returns them instead), skips artifacts
+    whose bytes already match, writes a counter-point before each write, and stores the restore
+    set with its receipt. ``restored_from`` is the id of the set the targets come from.
+    """
+    live = _lock_artifacts({t.artifact_id for t in targets}, lock=not dry_run)
+    ordered = sorted(targets, key=lambda t: t.artifact_id)
+    findings: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    plan: list[tuple[RestoreTarget, Artifact]] = []
+    for target in ordered:
+        artifact = live.get(target.artifact_id)
+        if artifact is None or artifact.app_id != app.pk:
+            findings.append(_finding(None, target, FINDING_GONE))
+            continue
+        # Strict byte comparison: blobs are keyed by the sha256 of their bytes, so the same
+        # hash is the same stored row, hence the same bytes.
+        if artifact.sha256 == target.sha256 and artifact.blob_id == target.blob_id:
+            skipped.append({**_finding(artifact, target, ALREADY_MATCHED)})
+            continue
+        if target.absent and artifact.deleted:
+            skipped.append({**_finding(artifact, target, ALREADY_MATCHED)})
+            continue
+        if target.unavailable:
+            findings.append(_finding(artifact, target, target.unavailable))
+            continue
+        if expected is not None:
+            reviewed = expected.get((artifact.collection, artifact.name))
+            if reviewed is not None and reviewed != artifact.sha256:
+                findings.append(
+                    _finding(
+                        artifact,
+                        target,
+                        FINDING_DRIFT.format(
+                            expected=_short(reviewed), current=_short(artifact.sha256)
+                        ),
+                    )
+                )
+                continue
+        plan.append((target, artifact))
+    route_sources = _check_routes(app, plan, findings)
+
+    if dry_run:
+        counts = _line_counts(plan)
+        meta = _blob_meta(t.sha256 for t, _ in plan)
+        items = [
+            {
+                "name": artifact.name,
+                "collection": artifact.collection,
+                "pointId": target.point_id,
+                "linesAdded": counts[artifact.pk][0],
+                "linesRemoved": counts[artifact.pk][1],
+                "chars": meta.get(target.sha256, (0, 0))[1],
+                "action": "delete"
+                if target.absent
+                else ("recreate" if artifact.deleted else "write"),
+            }
+            for target, artifact in plan
+        ]
+        message = (
+            noop_message
+            if not plan and not findings
+            else DRY_RUN.format(
+                written=len(items), s="" if len(items) == 1 else "s", skipped=len(skipped)
+            )
+        )
+        return RestoreReceipt(
+            kind=DRY_RUN_KIND,
+            restored_from=restored_from,
+            items=items,
+            skipped=skipped,
+            findings=findings,
+            message=message,
+            scope=scope,
+        )
+
+    if findings:
+        details = " ".join(f"{f['name'] or f['pointId']}: {f['reason']}" for f in findings)
+        receipt = RestoreReceipt(
+            kind=PREFLIGHT_FAILED_KIND,
+            restored_from=restored_from,
+            skipped=skipped,
+            findings=findings,
+            created_by=by,
+            scope=scope,
+        )
+        receipt.message = PREFLIGHT_FAILED.format(
+            count=len(findings), s="" if len(findings) == 1 else "s", details=details
+        )
+        raise PreflightFailed(receipt.message, receipt=receipt)
+
+    if not plan:
+        return RestoreReceipt(
+            kind=NOOP,
+            restored_from=restored_from,
+            skipped=skipped,
+            message=noop_message,
+            created_by=by,
+            scope=scope,
+        )
+    return _write(
+        app,
+        plan,
+        route_sources,
+        skipped=skipped,
+        by=by,
+        restored_from=restored_from,
+        scope=scope,
+    )
+
+
+def _write(
+    app: App,
+    plan: list[tuple[RestoreTarget, Artifact]],
+    route_sources: dict[int, tuple[str, str]],
+    *,
+    skipped: list[dict[str, Any]],
+    by: str,
+    restored_from: str,
+    scope: str | None,
+) -> RestoreReceipt:
+    """The writes of a pre-flighted restore: set, counter-points, re-pointing, retention."""
+    # One moment for the whole restore, strictly after every artifact's last write, so each
+    # counter-point is its artifact's newest point.
+    ms = ids.now_ms()
+    for _, artifact in plan:
+        ms = max(ms, ids.datetime_to_ms(artifact.updated_on) + 1)
+    now = ids.ms_to_datetime(ms)
+    set_id = ids.restore_set_id(ms)
+    counts = _line_counts(plan)
+    meta = _blob_meta(t.sha256 for t, _ in plan)
+
+    points: list[RestorePoint] = []
+    items: list[dict[str, Any]] = []
+    for target, artifact in plan:
+        counter_id = ids.point_id(ms)
+        added, removed = counts[artifact.pk]
+        points.append(
+            RestorePoint(
+                id=counter_id,
+                app_id=app.pk,
+                artifact_id=artifact.pk,
+                kind=RestorePoint.COUNTER,
+                # Counter-points are exempt from the size cap: the blob exists already.
+                previous_blob_id=artifact.blob_id,
+                previous_sha256=artifact.sha256,
+                previous_size=artifact.size if not artifact.deleted else 0,
+                previous_existed=not artifact.deleted,
+                source_stored=True,
+                new_sha256=target.sha256,
+                requested_by=by,
+                tool=RESTORE_TOOL,
+                created_on=now,
+                lines_added=added,
+                lines_removed=removed,
+                change_set_id=set_id,
+            )
+        )
+        items.append(
+            {
+                "name": artifact.name,
+                "collection": artifact.collection,
+                "pointId": target.point_id,
+                "counterPointId": counter_id,
+                "chars": meta.get(target.sha256, (0, 0))[1],
+            }
+        )
+    receipt = RestoreReceipt(
+        kind=RESTORE,
+        restored_from=restored_from,
+        set_id=set_id,
+        items=items,
+        skipped=skipped,
+        created_by=by,
+        created_on=iso_ms(now),
+        scope=scope,
+    )
+    receipt.message = RESTORED.format(
+        written=len(items),
+        s="" if len(items) == 1 else "s",
+        source=restored_from,
+        skipped=len(skipped),
+    )
+    ChangeSet.objects.create(
+        id=set_id,
+        app_id=app.pk,
+        kind=ChangeSet.RESTORE,
+        created_on=now,
+        created_by=by,
+        restored_from_id=restored_from,
+        receipt=receipt.as_dict(),
+    )
+    _insert_counter_points(points)
+
+    repoint_many(
+        [
+            (a, t.blob_id, meta.get(t.sha256, (0, 0))[0])
+            for t, a in plan
+            if a.collection != API_ROUTE
+        ],
+        by=by,
+        now=now,
+    )
+    route_writes = [(t, a) for t, a in plan if a.collection == API_ROUTE]
+    if route_writes:
+        # Every written route gives up its key first, so routes that trade paths within one
+        # restore (pre-flight checked the end state) can be saved in any order.
+        Artifact.objects.filter(pk__in=[a.pk for _, a in route_writes]).update(route_key=None)
+        for target, artifact in route_writes:
+            artifact.route_key = None
+            source = route_sources.get(artifact.pk, (None, None))[0]
+            routes.save_route(
+                artifact,
+                sha=target.blob_id,
+                source=source,
+                size=meta.get(target.sha256, (0, 0))[0],
+                by=by,
+                now=now,
+            )
+    retention.prune(app)
+    return receipt
+
+
+def _run(app: App, set_ref: str, by: str, dry_run: bool, body: Any) -> RestoreReceipt:
+    """Run ``body`` in one transaction; a refused pre-flight is kept in the app's audit log.
+
+    The audit event is written after the restore's transaction rolled back, so it survives it.
+    """
+    try:
+        with transaction.atomic():
+            return body()
+    except PreflightFailed as exc:
+        if not dry_run:
+            AuditEvent.objects.create(
+                app_id=app.pk,
+                kind=PREFLIGHT_FAILED_KIND,
+                by=by,
+                change_set_ref=set_ref,
+                data=exc.receipt.as_dict(),
+            )
+        raise
+
+
+def _set_targets(change_set: ChangeSet) -> list[RestoreTarget]:
+    """For every artifact in the set, the state before the set: its oldest point's previous
+    state, or a finding when retention pruned that point."""
+    oldest: dict[int, RestoreTarget] = {}
+    rows = (
+        RestorePoint.objects.filter(change_set_id=change_set.id)
+        .order_by("created_on", "id")
+        .values_list(*_POINT_FIELDS)
+    )
+    for row in rows:
+        if row[1] not in oldest:
+            oldest[row[1]] = _target_from_row(row)
+    # Retention prunes a set's oldest points first, so an artifact that lost any point of the
+    # set lost its state before the set.
+    pruned: dict[int, str] = {}
+    for entry in change_set.pruned or []:
+        artifact_id, point_id = entry.get("artifactId"), entry.get("pointId")
+        if artifact_id is None:
+            continue
+        if artifact_id not in pruned or str(point_id) < pruned[artifact_id]:
+            pruned[artifact_id] = str(point_id)
+    reason = FINDING_PRUNED.format(keep=conf.points_per_app())
+    for artifact_id, point_id in pruned.items():
+        oldest[artifact_id] = RestoreTarget(
+            artifact_id=artifact_id, sha256="", blob_id=None, point_id=point_id, unavailable=reason
+        )
+    return list(oldest.values())
+
+
+def restore_change_set(
+    set_id: str,
+    *,
+    by: str,
+    dry_run: bool = False,
+    expected: Mapping[Any, str] | None = None,
+) -> RestoreReceipt:
+    """Restore all: return every artifact of the set to its state before the set, or nothing.
+
+    ``expected`` maps ``"collection/name"`` (or ``(collection, name)``) to the sha256 the person
+    reviewed as "now"; an artifact that changed since is a pre-flight finding. Restoring a
+    restore set (``rs_…``) undoes that restore. A dry run writes nothing and never raises for
+    findings: it lists them. Raises ``PreflightFailed`` (nothing written) or ``NotFound``.
+    """
+    by = validate_optional_id(by, "by")
+    reviewed = normalise_expected(expected)
+    if not isinstance(set_id, str):
+        raise NotFound(SET_NOT_FOUND.format(id=set_id))
+    change_set = ChangeSet.objects.select_related("app").filter(id=set_id).first()
+    if change_set is None:
+        raise NotFound(SET_NOT_FOUND.format(id=set_id))
+    app = change_set.app
+
+    def body() -> RestoreReceipt:
+        return _restore_targets(
+            app,
+            _set_targets(change_set),
+            by=by,
+            restored_from=change_set.id,
+            dry_run=dry_run,
+            expected=reviewed,
+        )
+
+    return _run(app, change_set.id, by, dry_run, body)
+
+
+def restore_point(
+    point_id: str, *, by: str, expected_sha256: str | None = None, dry_run: bool = False
+) -> RestoreReceipt:
+    """Restore one artifact to its state before ``point_id``, behind a counter-point.
+
+    ``expected_sha256`` is the artifact's sha256 the person reviewed as "now"; if it changed
+    since, the restore is refused (``PreflightFailed``, nothing written). The receipt's
+    ``restoredFromSet`` is the point's change set.
+    """
+    by = validate_optional_id(by, "by")
+    if expected_sha256 is not None and (
+        not isinstance(expected_sha256, str) or len(expected_sha256) > 64
+    ):
+        raise InvalidInput(EXPECTED_BAD_VALUE.format(key="expected_sha256"), field="expected")
+    row = (
+        RestorePoint.objects.filter(id=point_id)
+        .values_list(
+            *_POINT_FIELDS, "app_id", "change_set_id", "artifact__collection", "artifact__name"
+        )
+        .first()
+        if isinstance(point_id, str)
+        else None
+    )
+    if row is None:
+        raise NotFound(POINT_NOT_FOUND.format(id=point_id))
+    *fields, app_id, set_id, collection, name = row
+    app = App.objects.get(pk=app_id)
+    reviewed = None if expected_sha256 is None else {(collection, name): expected_sha256}
+
+    def body() -> RestoreReceipt:
+        return _restore_targets(
+            app,
+            [_target_from_row(tuple(fields))],
+            by=by,
+            restored_from=set_id,
+            dry_run=dry_run,
+            expected=reviewed,
+            noop_message=NOOP_POINT_MESSAGE,
+        )
+
+    return _run(app, set_id, by, dry_run, body)
+
+
+def stored_receipt(set_id: str) -> RestoreReceipt:
+    """The receipt stored on restore set ``set_id``."""
+    change_set = ChangeSet.objects.filter(id=set_id, kind=ChangeSet.RESTORE).only("receipt").first()
+    if change_set is None or not change_set.receipt:
+        raise NotFound(SET_NOT_FOUND.format(id=set_id))
+    return RestoreReceipt.from_dict(change_set.receipt)
