@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from versions.api import api
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("api/v1/", api.urls),
     path("", include("versions.urls")),
 ]

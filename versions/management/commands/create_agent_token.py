@@ -1,0 +1,45 @@
+"""``create_agent_token <username> --app <slug> [--app <slug> …]``: a bearer token, shown once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from versions.errors import VersionsError
+from versions.services.tokens import create_agent_token
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an agent token for the agent API and the MCP server, scoped to the given apps. "
+        "The token is printed once, alone on the last line; only its hash is stored."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username", help="The user the token acts as; their permissions apply.")
+        parser.add_argument(
+            "--app",
+            action="append",
+            dest="apps",
+            default=[],
+            metavar="SLUG",
+            help="An app the token may act on (repeat for several).",
+        )
+        parser.add_argument("--label", default="", help="A note to recognise the token by.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["apps"]:
+            raise CommandError("Give at least one app: --app <slug>.")
+        try:
+            token, row = create_agent_token(
+                options["username"], options["apps"], label=options["label"]
+            )
+        except VersionsError as exc:
+            raise CommandError(exc.message)
+        apps = ", ".join(sorted(row.apps.values_list("slug", flat=True)))
+        self.stdout.write(
+            f"Created a token for {row.user.get_username()} on {apps}. "
+            "It is shown only this once; store it now:"
+        )
+        self.stdout.write(token)
