@@ -577,23 +577,46 @@ def test_many_unique_lines_beyond_bmp_and_surrogates() -> None:
         assert result.method in diffing.ENGINES
     assert len({tuple(r.spans) for r in results}) == 1
     assert rebuild(results[0]) == (old, new)
-    ca, cb = diffing._lines_to_chars(old, new)
+    ca, cb, overflow = diffing._lines_to_chars(old, new)
+    assert not overflow
     assert max(map(ord, ca)) > 0xFFFF
     assert not any(0xD800 <= ord(c) <= 0xDFFF for c in ca + cb)
 
 
 def test_fallback_when_too_many_distinct_lines() -> None:
+    rnd = random.Random(5)
+    for _ in range(200):
+        old = [f"l{rnd.randint(0, 30)}" for _ in range(rnd.randint(1, 40))]
+        new = [f"l{rnd.randint(0, 30)}" for _ in range(rnd.randint(1, 40))]
+        new[0], new[-1] = "first", "last"  # no common ends to trim
+        for engine in diffing.ENGINES:
+            ops, method = line_ops(old, new, engine=engine, max_codes=3)
+            assert method in (engine, f"{engine}-wrapped")
+            _assert_valid_ops(ops, old, new)
+    # Common ends trimmed first: the middle fits and the engine is used unwrapped.
     old = [f"l{i}" for i in range(50)]
-    new = old[:10] + ["x"] + old[12:40] + old[45:] + ["tail"]
-    ops, method = line_ops(old, new, max_codes=5)
-    assert method == "difflib"
-    assert sum(n for op, n in ops if op != "+") == len(old)
-    assert sum(n for op, n in ops if op != "-") == len(new)
-    assert ops == line_ops(old, new)[0]
-    # Common ends trimmed first: the middle fits and the engine is used.
     new2 = old[:20] + ["x", "y"] + old[22:]
     ops2, method2 = line_ops(old, new2, max_codes=5)
     assert method2 in diffing.ENGINES and ops2 == [("=", 20), ("-", 2), ("+", 2), ("=", 28)]
+
+
+def _assert_valid_ops(ops: list[tuple[str, int]], old: list[str], new: list[str]) -> None:
+    """Ops are normalised and really turn ``old`` into ``new``."""
+    i = j = 0
+    got: list[str] = []
+    for op, n in ops:
+        assert n > 0
+        if op == "=":
+            assert old[i : i + n] == new[j : j + n]
+            got += old[i : i + n]
+            i, j = i + n, j + n
+        elif op == "-":
+            i += n
+        else:
+            got += new[j : j + n]
+            j += n
+    assert (i, j) == (len(old), len(new)) and got == new
+    assert all(x[0] != y[0] for x, y in zip(ops, ops[1:], strict=False))
 
 
 @pytest.mark.slow
@@ -604,8 +627,8 @@ def test_more_than_a_million_unique_lines_falls_back_gracefully() -> None:
     added, removed = count_line_changes(join(old), join(new))
     assert (added, removed) == (3, 3)
     result = compute_diff(join(old), join(new))
-    assert result.method == "difflib" and result.hunk_count == 3
-    assert [h.header for h in result.page(1).hunks][0] == "@@ -1,4 +1,4 @@"
+    assert result.method.endswith("-wrapped") and result.hunk_count == 3
+    assert result.page(1).hunks[0].header == "@@ -1,4 +1,4 @@"
 
 
 def test_engine_selection() -> None:

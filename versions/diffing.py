@@ -12,7 +12,6 @@ line (as ``git diff --numstat`` does); such a line carries ``no_eol=True``. A ``
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 import threading
@@ -20,7 +19,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, cycle, islice, repeat
 from typing import Literal
 
 from diff_match_patch import diff_match_patch
@@ -136,32 +135,39 @@ def _encode(keys: Iterable[object], get: Callable[[object, int], int], sentinel:
 
 def _lines_to_chars(
     a: Sequence[object], b: Sequence[object], limit: int = MAX_CODES
-) -> tuple[str, str] | None:
-    """Encode each line as one character (linesToChars); ``None`` if too many distinct lines.
+) -> tuple[str, str, bool]:
+    """Encode each line as one character (linesToChars); the flag says codes were reused.
 
     Only lines present on both sides need their own code: the others can never match, so all
     old-only lines share one sentinel and all new-only lines another (same diff, fewer codes).
+    Past ``limit`` distinct shared lines codes wrap around, and equal runs must be verified.
     """
     shared = set(a)
     shared.intersection_update(b)
-    if len(shared) > limit:
-        return None
-    get = dict(zip(shared, _code_points(), strict=False)).get
-    return _encode(a, get, _OLD_ONLY), _encode(b, get, _NEW_ONLY)
+    overflow = len(shared) > limit
+    codes = cycle(islice(_code_points(), limit)) if overflow else _code_points()
+    get = dict(zip(shared, codes, strict=False)).get
+    return _encode(a, get, _OLD_ONLY), _encode(b, get, _NEW_ONLY), overflow
 
 
-def _difflib_ops(a: Sequence[object], b: Sequence[object]) -> list[Op]:
-    ops: list[Op] = []
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=True)  # type: ignore[arg-type]
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            ops.append(("=", i2 - i1))
-            continue
-        if i2 > i1:
-            ops.append(("-", i2 - i1))
-        if j2 > j1:
-            ops.append(("+", j2 - j1))
-    return ops
+def _verify(ops: list[Op], a: Sequence[object], b: Sequence[object]) -> list[Op]:
+    """Split equal runs whose lines only shared a wrapped-around code into removed + added."""
+    out: list[Op] = []
+    i = j = 0
+    for op, n in ops:
+        if op == "=":
+            if a[i : i + n] == b[j : j + n]:
+                out.append(("=", n))
+            else:
+                for k in range(n):
+                    out += [("=", 1)] if a[i + k] == b[j + k] else [("-", 1), ("+", 1)]
+            i += n
+            j += n
+        else:
+            out.append((op, n))
+            i += n if op == "-" else 0
+            j += n if op == "+" else 0
+    return _normalize(out)
 
 
 def _common_ends(a: Sequence[object], b: Sequence[object]) -> tuple[int, int]:
@@ -210,25 +216,25 @@ def line_ops(
     engine: EngineName | None = None,
     max_codes: int | None = None,
 ) -> tuple[list[Op], str]:
-    """Line-mode diff of two key sequences; returns ``(ops, method)``, method ``engine|difflib``."""
+    """Line-mode diff of two key sequences: ``(ops, method)``; method names the engine used."""
     engine = engine or DEFAULT_ENGINE
     if not a or not b:
         return _normalize([("-", len(a)), ("+", len(b))]), "trivial"
     limit = MAX_CODES if max_codes is None else max_codes
-    enc = _lines_to_chars(a, b, limit)
-    if enc is not None:
-        ca, cb = enc
+    ca, cb, overflow = _lines_to_chars(a, b, limit)
+    if not overflow:
         if ca == cb:
             return [("=", len(a))], engine
         return _diff_discarding(ca, cb, engine), engine
-    # Too many distinct shared lines for one code point each: trim common ends, then try again,
-    # and fall back to difflib on what is left.
+    # More distinct shared lines than code points (> 1.1M): trim the common ends, diff the
+    # middle with wrapped-around codes, and turn false matches back into changes.
     pre, suf = _common_ends(a, b)
     mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
     if pre or suf:
         mid_ops, method = line_ops(mid_a, mid_b, engine=engine, max_codes=max_codes)
     else:
-        mid_ops, method = _difflib_ops(mid_a, mid_b), "difflib"
+        mid_ops = _verify(_diff_discarding(ca, cb, engine), a, b)
+        method = f"{engine}-wrapped"
     return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
 
 
