@@ -1,0 +1,325 @@
+"""Read-side queries of the Versions panel (selectors: services write, selectors read).
+
+Every list here runs a fixed number of queries whatever the number of rows: aggregates are
+annotations, related rows come in one query per page, and sources (blobs) are fetched in one
+query for all the diffs a page shows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.http import Http404
+
+from versions.models import (
+    COLLECTION_CHOICES,
+    App,
+    Artifact,
+    Blob,
+    ChangeSet,
+    ReleaseMark,
+    RestorePoint,
+)
+
+SETS_PER_PAGE = 25
+POINTS_PER_PAGE = 50
+# An expanded set renders the diffs of its first artifacts inline; the others load when
+# scrolled into view, so a 200-artifact set opens as fast as a 2-artifact one.
+INLINE_DIFFS = 12
+
+COLLECTION_LABELS = dict(COLLECTION_CHOICES)
+
+
+def app_list() -> QuerySet[App]:
+    """Apps with their set count and last activity, for the home page."""
+    return App.objects.annotate(
+        set_count=Count("change_sets", distinct=True),
+        last_change=Max("change_sets__created_on"),
+    ).order_by("slug")
+
+
+def get_app(slug: str) -> App:
+    """The app with ``slug`` (and its release set), or 404."""
+    app = App.objects.select_related("release_set").filter(slug=slug).first()
+    if app is None:
+        raise Http404(f"There is no app “{slug}”.")
+    return app
+
+
+# --------------------------------------------------------------------------------------------
+# Change sets
+# --------------------------------------------------------------------------------------------
+
+
+def _with_totals(qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
+    return qs.annotate(
+        artifact_count=Count("points__artifact", distinct=True),
+        point_count=Count("points", distinct=True),
+        added=Sum("points__lines_added"),
+        removed=Sum("points__lines_removed"),
+    )
+
+
+def _attach_tools(sets: list[ChangeSet]) -> None:
+    """Give each set ``tools`` (sorted distinct tool names) with one query for all of them."""
+    tools: dict[str, set[str]] = defaultdict(set)
+    if sets:
+        rows = (
+            RestorePoint.objects.filter(change_set_id__in=[s.id for s in sets])
+            .values_list("change_set_id", "tool")
+            .distinct()
+        )
+        for set_id, tool in rows:
+            if tool:
+                tools[set_id].add(tool)
+    for s in sets:
+        s.tools = sorted(tools[s.id])  # type: ignore[attr-defined]
+
+
+def change_set_page(app: App, page: int | str | None) -> Page:
+    """One page of the app's change sets, newest first, with totals and tools."""
+    qs = _with_totals(ChangeSet.objects.filter(app=app).order_by("-created_on", "-id"))
+    paginator = Paginator(qs, SETS_PER_PAGE)
+    page_obj = paginator.get_page(page)
+    sets = list(page_obj.object_list)
+    _attach_tools(sets)
+    page_obj.object_list = sets
+    return page_obj
+
+
+def change_set_row(app: App, set_id: str) -> ChangeSet:
+    """One set with the same totals as a list row, or 404."""
+    cs = _with_totals(ChangeSet.objects.filter(app=app, id=set_id)).first()
+    if cs is None:
+        raise Http404(f"There is no change set “{set_id}” in this app.")
+    _attach_tools([cs])
+    return cs
+
+
+@dataclass
+class ArtifactChange:
+    """One artifact of an expanded set: its oldest point in the set, and the state now."""
+
+    artifact: Artifact
+    point: RestorePoint | None
+    pruned: bool = False
+    inline: bool = True
+    then_source: str | None = None
+    now_source: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.artifact.collection}/{self.artifact.name}"
+
+
+@dataclass
+class ExpandedSet:
+    """An expanded change set: the set, per-artifact changes and the app's release history."""
+
+    change_set: ChangeSet
+    changes: list[ArtifactChange]
+    release_history: list[ReleaseMark]
+    restored_by: list[ChangeSet]
+
+
+def _load_sources(changes: list[ArtifactChange]) -> None:
+    """Fill then/now sources of the inline changes from one blob query."""
+    wanted: set[str] = set()
+    for ch in changes:
+        if not ch.inline:
+            continue
+        if ch.point is not None and ch.point.previous_blob_id:
+            wanted.add(ch.point.previous_blob_id)
+        if ch.artifact.blob_id:
+            wanted.add(ch.artifact.blob_id)
+    blobs = {b.sha256: b for b in Blob.objects.filter(sha256__in=wanted)} if wanted else {}
+    for ch in changes:
+        if not ch.inline:
+            continue
+        ch.then_source = then_source(ch.point, blobs) if ch.point is not None else None
+        blob = blobs.get(ch.artifact.blob_id or "")
+        ch.now_source = blob.text if blob is not None else None
+
+
+def then_source(point: RestorePoint, blobs: dict[str, Blob] | None = None) -> str | None:
+    """The point's previous source: None when it did not exist *or* was not stored.
+
+    Callers tell the two apart with ``point.previous_existed`` and ``point.source_stored``.
+    """
+    if not point.previous_existed or not point.previous_blob_id:
+        return None
+    if blobs is not None:
+        blob = blobs.get(point.previous_blob_id)
+        return blob.text if blob is not None else None
+    return point.previous_source
+
+
+def expanded_set(app: App, set_id: str) -> ExpandedSet:
+    """A change set with, per artifact, its oldest point in the set and its current state."""
+    cs = change_set_row(app, set_id)
+    points = list(
+        RestorePoint.objects.filter(change_set=cs)
+        .select_related("artifact")
+        .order_by("created_on", "id")
+    )
+    oldest: dict[int, RestorePoint] = {}
+    for p in points:
+        oldest.setdefault(p.artifact_id, p)
+    changes = [ArtifactChange(artifact=p.artifact, point=p) for p in oldest.values()]
+    pruned_ids = {int(item["artifactId"]) for item in (cs.pruned or []) if "artifactId" in item}
+    missing = pruned_ids - set(oldest)
+    if missing:
+        for art in Artifact.objects.filter(pk__in=missing):
+            changes.append(ArtifactChange(artifact=art, point=None, pruned=True))
+    for i, ch in enumerate(changes):
+        ch.inline = i < INLINE_DIFFS
+    _load_sources(changes)
+    history = release_history(app)
+    restored_by = list(
+        ChangeSet.objects.filter(restored_from=cs)
+        .order_by("-created_on")
+        .only("id", "created_on", "created_by", "app_id")[:5]
+    )
+    return ExpandedSet(cs, changes, history, restored_by)
+
+
+def release_history(app: App, limit: int = 8) -> list[ReleaseMark]:
+    """Who marked or unmarked which set as release, newest first."""
+    return list(ReleaseMark.objects.filter(app=app).order_by("-on", "-id")[:limit])
+
+
+# --------------------------------------------------------------------------------------------
+# Restore points
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PointFilters:
+    """The restore-point filters of the panel (all optional, exact matches)."""
+
+    artifact: str = ""  # "collection/name"
+    collection: str = ""
+    tool: str = ""
+    who: str = ""
+
+    @classmethod
+    def from_query(cls, query: Any) -> PointFilters:
+        return cls(
+            artifact=(query.get("artifact") or "").strip(),
+            collection=(query.get("collection") or "").strip(),
+            tool=(query.get("tool") or "").strip(),
+            who=(query.get("who") or "").strip(),
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.artifact or self.collection or self.tool or self.who)
+
+    def as_query(self) -> str:
+        from urllib.parse import urlencode
+
+        pairs = {k: v for k, v in vars(self).items() if v}
+        return urlencode(pairs)
+
+    def apply(self, qs: QuerySet[RestorePoint]) -> QuerySet[RestorePoint]:
+        if self.artifact:
+            collection, _, name = self.artifact.partition("/")
+            qs = qs.filter(artifact__collection=collection, artifact__name=name)
+        if self.collection:
+            qs = qs.filter(artifact__collection=self.collection)
+        if self.tool:
+            qs = qs.filter(tool=self.tool)
+        if self.who:
+            qs = qs.filter(requested_by=self.who)
+        return qs
+
+
+@dataclass
+class FilterOptions:
+    artifacts: list[tuple[str, str]]
+    collections: list[tuple[str, str]]
+    tools: list[str]
+    who: list[str]
+
+
+def point_filter_options(app: App) -> FilterOptions:
+    """The values the restore-point filters offer, from the app's points (three queries)."""
+    arts = (
+        Artifact.objects.filter(app=app, points__isnull=False)
+        .values_list("collection", "name")
+        .distinct()
+        .order_by("collection", "name")
+    )
+    artifacts = [(f"{c}/{n}", f"{n} ({COLLECTION_LABELS.get(c, c)})") for c, n in arts]
+    collections = sorted({c for c, _ in arts})
+    base = RestorePoint.objects.filter(app=app).order_by()
+    tools = sorted(t for t in base.values_list("tool", flat=True).distinct() if t)
+    who = sorted(w for w in base.values_list("requested_by", flat=True).distinct() if w)
+    return FilterOptions(
+        artifacts=artifacts,
+        collections=[(c, COLLECTION_LABELS.get(c, c)) for c in collections],
+        tools=tools,
+        who=who,
+    )
+
+
+def restore_point_page(app: App, filters: PointFilters, page: int | str | None) -> Page:
+    """One page of the app's restore points, newest first, filtered."""
+    qs = filters.apply(
+        RestorePoint.objects.filter(app=app)
+        .select_related("artifact", "change_set")
+        .order_by("-created_on", "-id")
+    )
+    return Paginator(qs, POINTS_PER_PAGE).get_page(page)
+
+
+def get_point(app: App, point_id: str) -> RestorePoint:
+    """One restore point of ``app`` with its artifact, or 404."""
+    point = (
+        RestorePoint.objects.select_related("artifact", "change_set")
+        .filter(app=app, id=point_id)
+        .first()
+    )
+    if point is None:
+        raise Http404(f"There is no restore point “{point_id}” in this app.")
+    return point
+
+
+def point_change(point: RestorePoint) -> ArtifactChange:
+    """The then→now change of one point (previous source → the artifact's current source)."""
+    change = ArtifactChange(artifact=point.artifact, point=point)
+    _load_sources([change])
+    return change
+
+
+def restore_set(app: App, set_id: str) -> ChangeSet:
+    """A restore set (kind restore) of ``app``, or 404."""
+    cs = (
+        ChangeSet.objects.filter(app=app, id=set_id, kind=ChangeSet.RESTORE)
+        .select_related("restored_from")
+        .first()
+    )
+    if cs is None:
+        raise Http404(f"There is no restore set “{set_id}” in this app.")
+    return cs
+
+
+def artifact_shas(app: App, keys: list[str]) -> dict[str, str]:
+    """Current sha256 per "collection/name" ("" for a tombstone) for the given keys."""
+    q = Q()
+    for key in keys:
+        collection, _, name = key.partition("/")
+        q |= Q(collection=collection, name=name)
+    if not keys:
+        return {}
+    return {
+        f"{c}/{n}": sha
+        for c, n, sha in Artifact.objects.filter(q, app=app).values_list(
+            "collection", "name", "sha256"
+        )
+    }

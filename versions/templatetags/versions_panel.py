@@ -1,0 +1,104 @@
+"""Template helpers of the Versions panel: times, labels, diff rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django import template
+from django.utils import timezone
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from versions.diffing import DiffLine, Hunk
+from versions.models import COLLECTION_CHOICES
+
+register = template.Library()
+
+_LABELS = dict(COLLECTION_CHOICES)
+
+
+def relative(moment: datetime, now: datetime | None = None) -> str:
+    """'just now', '5 minutes ago', '3 hours ago', '2 days ago', or a date when older."""
+    now = now or timezone.now()
+    seconds = int((now - moment).total_seconds())
+    if seconds < 0:
+        return "just now"
+    if seconds < 45:
+        return "just now"
+    for unit, size in (("minute", 60), ("hour", 3600), ("day", 86400)):
+        limit = {"minute": 3600, "hour": 86400, "day": 86400 * 30}[unit]
+        if seconds < limit:
+            n = max(1, round(seconds / size))
+            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+    return moment.strftime("%-d %b %Y")
+
+
+@register.simple_tag
+def when(moment: datetime | None) -> SafeString:
+    """A <time> with the relative time, and the absolute UTC time beside it."""
+    if moment is None:
+        return mark_safe("")  # noqa: S308 - a constant
+    absolute = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time> <span class="abs">{}</span>',
+        moment.isoformat(),
+        absolute,
+        relative(moment),
+        absolute,
+    )
+
+
+@register.filter
+def collection_label(collection: str) -> str:
+    """Human label of a collection, e.g. 'Stylesheet'."""
+    return _LABELS.get(collection, collection)
+
+
+@register.filter
+def short_sha(sha: str | None) -> str:
+    return (sha or "")[:12] or "—"
+
+
+@register.filter
+def signed(n: int | None, sign: str) -> str:
+    return f"{sign}{n or 0}"
+
+
+@register.filter
+def kb(size: int | None) -> str:
+    size = size or 0
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / 1024 / 1024:.2f} MB"
+
+
+def rows_html(lines: list[DiffLine]) -> str:
+    """Table rows of diff lines. Line HTML is already escaped by the diff engine."""
+    out = []
+    for line in lines:
+        old_no = "" if line.old_no is None else str(line.old_no)
+        new_no = "" if line.new_no is None else str(line.new_no)
+        eol = (
+            '<span class="eol" title="No newline at end of file">⏎̸</span>'
+            if line.eol == "none"
+            else ""
+        )
+        out.append(
+            f'<tr class="l-{line.kind}"><td class="ln">{old_no}</td><td class="ln">{new_no}</td>'
+            f'<td class="code"><span class="mk" aria-hidden="true">{line.marker}</span>'
+            f"{line.html}{eol}</td></tr>"
+        )
+    return "".join(out)
+
+
+@register.simple_tag
+def diff_rows(lines: list[DiffLine]) -> SafeString:
+    """Rows for ``lines`` (escaped by the engine first, then marked up here)."""
+    return mark_safe(rows_html(lines))  # noqa: S308 - fragments escaped in versions.diffing
+
+
+@register.simple_tag
+def hunk_header(hunk: Hunk) -> str:
+    return escape(hunk.header)

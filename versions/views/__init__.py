@@ -1,0 +1,26 @@
+"""The Versions panel: server-rendered pages and htmx fragments over the services."""
+
+from versions.views.actions import mark_release, name_change_set, name_point, unmark_release
+from versions.views.diffs import diff_context, diff_page, diff_section
+from versions.views.pages import change_set, change_sets, home, restore_point, restore_points
+from versions.views.restoring import receipt, receipt_json, restore_change_set
+from versions.views.restoring import restore_point as restore_point_restore
+
+__all__ = [
+    "change_set",
+    "change_sets",
+    "diff_context",
+    "diff_page",
+    "diff_section",
+    "home",
+    "mark_release",
+    "name_change_set",
+    "name_point",
+    "receipt",
+    "receipt_json",
+    "restore_change_set",
+    "restore_point",
+    "restore_point_restore",
+    "restore_points",
+    "unmark_release",
+]

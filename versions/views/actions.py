@@ -1,0 +1,149 @@
+"""Naming sets and points, marking and unmarking the release: thin adapters over services."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from versions import selectors, services
+from versions.errors import VersionsError
+from versions.views._common import (
+    CHANGE_PERM,
+    NO_CHANGE,
+    forbidden,
+    is_fragment,
+    panel_view,
+    perms,
+)
+
+SAVED_NAME = "Name saved."
+REMOVED_NAME = "Name removed."
+MARKED = "Marked as release."
+UNMARKED = "Release mark removed."
+
+
+def _controls(
+    request: HttpRequest,
+    slug: str,
+    set_id: str,
+    *,
+    status: str = "",
+    error: str = "",
+    previous_release: str | None = None,
+) -> HttpResponse:
+    """The set's controls (target) with its head and the moved release badge (out of band)."""
+    app = selectors.get_app(slug)
+    ctx = {
+        "app": app,
+        "cs": selectors.change_set_row(app, set_id),
+        "history": selectors.release_history(app),
+        "status": status,
+        "error": error,
+        "previous_release": previous_release,
+        "oob": True,
+        **perms(request),
+    }
+    return render(
+        request,
+        "versions/partials/_set_controls_response.html",
+        ctx,
+        status=422 if error else 200,
+    )
+
+
+@require_POST
+@panel_view
+def name_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """Save (or clear) a change set's name."""
+    if not request.user.has_perm(CHANGE_PERM):
+        return forbidden(request, NO_CHANGE)
+    app = selectors.get_app(slug)
+    selectors.change_set_row(app, set_id)  # 404 for a set of another app
+    name = request.POST.get("name", "")
+    try:
+        cs = services.name_change_set(set_id, name, by=request.user.get_username())
+    except VersionsError as exc:
+        if not is_fragment(request):
+            return HttpResponse(exc.message, status=400, content_type="text/plain")
+        return _controls(request, slug, set_id, error=exc.message)
+    if not is_fragment(request):
+        return redirect(reverse("versions:change_set", args=[slug, set_id]))
+    return _controls(request, slug, set_id, status=SAVED_NAME if cs.name else REMOVED_NAME)
+
+
+@require_POST
+@panel_view
+def mark_release(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """Mark a set as the app's release (the mark moves from any other set)."""
+    if not request.user.has_perm(CHANGE_PERM):
+        return forbidden(request, NO_CHANGE)
+    app = selectors.get_app(slug)
+    selectors.change_set_row(app, set_id)
+    previous = app.release_set_id
+    try:
+        services.mark_release(set_id, by=request.user.get_username())
+    except VersionsError as exc:
+        if not is_fragment(request):
+            return HttpResponse(exc.message, status=400, content_type="text/plain")
+        return _controls(request, slug, set_id, error=exc.message)
+    if not is_fragment(request):
+        return redirect(reverse("versions:change_set", args=[slug, set_id]))
+    return _controls(
+        request,
+        slug,
+        set_id,
+        status=MARKED,
+        previous_release=previous if previous and previous != set_id else None,
+    )
+
+
+@require_POST
+@panel_view
+def unmark_release(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """Remove the app's release mark (shown on the set that carries it)."""
+    if not request.user.has_perm(CHANGE_PERM):
+        return forbidden(request, NO_CHANGE)
+    app = selectors.get_app(slug)
+    selectors.change_set_row(app, set_id)
+    services.unmark_release(app, by=request.user.get_username())
+    if not is_fragment(request):
+        return redirect(reverse("versions:change_set", args=[slug, set_id]))
+    return _controls(request, slug, set_id, status=UNMARKED)
+
+
+@require_POST
+@panel_view
+def name_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
+    """Save (or clear) a restore point's name."""
+    if not request.user.has_perm(CHANGE_PERM):
+        return forbidden(request, NO_CHANGE)
+    app = selectors.get_app(slug)
+    point = selectors.get_point(app, point_id)
+    error = status = ""
+    try:
+        services.name_point(point.id, request.POST.get("name", ""), by=request.user.get_username())
+    except VersionsError as exc:
+        error = exc.message
+    if not is_fragment(request):
+        if error:
+            return HttpResponse(error, status=400, content_type="text/plain")
+        return redirect(reverse("versions:restore_point", args=[slug, point_id]))
+    point = selectors.get_point(app, point_id)
+    if not error:
+        status = SAVED_NAME if point.name else REMOVED_NAME
+    ctx = {
+        "app": app,
+        "point": point,
+        "status": status,
+        "error": error,
+        "oob": True,
+        **perms(request),
+    }
+    return render(
+        request,
+        "versions/partials/_point_controls_response.html",
+        ctx,
+        status=422 if error else 200,
+    )

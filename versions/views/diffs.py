@@ -1,0 +1,154 @@
+"""Then→now diffs of the panel: the diff section, its hunk pages and its gap expanders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from versions import diffing, selectors
+from versions.selectors import ArtifactChange
+from versions.templatetags.versions_panel import kb
+from versions.views._common import panel_view
+
+HUNKS_PER_PAGE = 20
+# Unchanged lines one click of an expander reveals; a longer gap keeps the rest collapsed.
+GAP_CHUNK = 200
+
+NOT_STORED = (
+    "The source before this change was {size}, over the 1.5 MB storage limit, so it was not "
+    "stored. The change itself is recorded (hashes, who, when), but this state cannot be shown "
+    "or restored."
+)
+PRUNED = (
+    "The restore point that held this artifact's state before the set was pruned by retention "
+    "(the newest 200 points of an app are kept). That state cannot be shown or restored."
+)
+ADDED = "Created by this change: it did not exist before. Restoring it makes it a tombstone."
+REMOVED = "Deleted since: the artifact is now a tombstone. Restoring it brings it back."
+ABSENT = "It did not exist before this change and does not exist now; nothing differs."
+IDENTICAL = (
+    "Its current source matches the state before this change byte for byte. "
+    "A restore would skip it."
+)
+CHANGED_SINCE = "This artifact changed since the diff was shown. Reload to see the current diff."
+
+
+@dataclass
+class DiffView:
+    """What a diff section shows: words for the special cases and one page of hunks."""
+
+    change: ArtifactChange
+    status: str  # changed | added | removed | identical | absent | not_stored | pruned | lazy
+    message: str
+    result: diffing.DiffResult | None = None
+    page: diffing.DiffPage | None = None
+
+    @property
+    def point_id(self) -> str:
+        return self.change.point.id if self.change.point else f"pruned-{self.change.artifact.pk}"
+
+    @property
+    def now_sha(self) -> str:
+        return self.change.artifact.sha256
+
+    @property
+    def lines_added(self) -> int:
+        return self.result.lines_added if self.result else 0
+
+    @property
+    def lines_removed(self) -> int:
+        return self.result.lines_removed if self.result else 0
+
+
+def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
+    """The diff view of one artifact change (its sources loaded, or lazy)."""
+    point = change.point
+    artifact = change.artifact
+    if point is None:
+        return DiffView(change, "pruned", PRUNED)
+    if not change.inline:
+        return DiffView(change, "lazy", "")
+    if point.previous_existed and not point.source_stored:
+        return DiffView(change, "not_stored", NOT_STORED.format(size=kb(point.previous_size)))
+    if not point.previous_existed and artifact.deleted:
+        return DiffView(change, "absent", ABSENT)
+    then = change.then_source if point.previous_existed else None
+    now = None if artifact.deleted else (change.now_source or "")
+    if point.previous_existed and then is None:
+        # Stored but its blob is gone: treat as not stored rather than guess.
+        return DiffView(change, "not_stored", NOT_STORED.format(size=kb(point.previous_size)))
+    result = diffing.cached_diff(then, now)
+    if result.is_added:
+        status, message = "added", ADDED
+    elif result.is_removed:
+        status, message = "removed", REMOVED
+    elif result.identical:
+        status, message = "identical", IDENTICAL
+    else:
+        status, message = "changed", ""
+    page_obj = None
+    if result.hunk_count:
+        number = min(max(1, page), result.num_pages(HUNKS_PER_PAGE))
+        page_obj = result.page(number, HUNKS_PER_PAGE)
+    return DiffView(change, status, message, result, page_obj)
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value or default)
+    except ValueError:
+        return default
+
+
+@require_GET
+@panel_view
+def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
+    """The whole diff section of one point (lazy-loaded artifacts of big sets)."""
+    app = selectors.get_app(slug)
+    point = selectors.get_point(app, point_id)
+    view = build_diff(selectors.point_change(point))
+    return render(request, "versions/partials/_diff.html", {"app": app, "diff": view})
+
+
+@require_GET
+@panel_view
+def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
+    """The next page of hunks of a then→now diff ("Show more hunks")."""
+    app = selectors.get_app(slug)
+    point = selectors.get_point(app, point_id)
+    if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
+        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
+    view = build_diff(selectors.point_change(point), page=_int(request.GET.get("page"), 1))
+    return render(request, "versions/partials/_diff_page.html", {"app": app, "diff": view})
+
+
+@require_GET
+@panel_view
+def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
+    """Unchanged lines behind an "N unchanged lines" expander."""
+    app = selectors.get_app(slug)
+    point = selectors.get_point(app, point_id)
+    if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
+        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
+    old_start = _int(request.GET.get("old"))
+    new_start = _int(request.GET.get("new"))
+    count = _int(request.GET.get("count"))
+    change = selectors.point_change(point)
+    take = min(count, GAP_CHUNK)
+    try:
+        rows = diffing.context_lines(
+            change.then_source, change.now_source, old_start, new_start, take
+        )
+    except diffing.StaleContext:
+        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
+    rest = None
+    if count > take:
+        rest = diffing.Gap(old_start + take, new_start + take, count - take)
+    return render(
+        request,
+        "versions/partials/_diff_context.html",
+        {"app": app, "pid": point.id, "rows": rows, "rest": rest, "now": point.artifact.sha256},
+    )

@@ -1,0 +1,125 @@
+"""Pages of the panel: the app list, the two tabs, and expanding a set or a point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.template.loader import select_template
+from django.views.decorators.http import require_GET
+
+from versions import selectors
+from versions.models import App, RestorePoint
+from versions.views._common import is_fragment, panel_view, perms
+from versions.views.diffs import build_diff
+
+# Another engineer's workspace section appears on the home page as soon as its template exists.
+WORKSPACES_TEMPLATES = [
+    "versions/workspace/_home_section.html",
+    "versions/partials/_workspaces_placeholder.html",
+]
+
+
+@require_GET
+@panel_view
+def home(request: HttpRequest) -> HttpResponse:
+    """The apps (and workspaces) a person can open."""
+    return render(
+        request,
+        "versions/home.html",
+        {
+            "apps": list(selectors.app_list()),
+            "workspaces_template": select_template(WORKSPACES_TEMPLATES).template.name,  # type: ignore[attr-defined]
+        },
+    )
+
+
+def _panel_context(request: HttpRequest, app: App, tab: str) -> dict[str, Any]:
+    return {"app": app, "tab": tab, **perms(request)}
+
+
+@require_GET
+@panel_view
+def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Change sets tab: newest first, paginated."""
+    app = selectors.get_app(slug)
+    ctx = _panel_context(request, app, "sets")
+    ctx["page"] = selectors.change_set_page(app, request.GET.get("page"))
+    if is_fragment(request):
+        return render(request, "versions/partials/_set_list.html", ctx)
+    return render(request, "versions/panel.html", ctx)
+
+
+@require_GET
+@panel_view
+def restore_points(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Restore points tab: newest first, paginated, filterable."""
+    app = selectors.get_app(slug)
+    filters = selectors.PointFilters.from_query(request.GET)
+    ctx = _panel_context(request, app, "points")
+    ctx.update(
+        page=selectors.restore_point_page(app, filters, request.GET.get("page")),
+        filters=filters,
+        options=selectors.point_filter_options(app),
+    )
+    if is_fragment(request):
+        return render(request, "versions/partials/_point_list.html", ctx)
+    return render(request, "versions/panel.html", ctx)
+
+
+def expanded_set_context(
+    request: HttpRequest, app: App, set_id: str, **extra: Any
+) -> dict[str, Any]:
+    """Everything the expanded row of a set shows."""
+    xs = selectors.expanded_set(app, set_id)
+    diffs = [build_diff(ch) for ch in xs.changes]
+    expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
+    return {
+        "app": app,
+        "cs": xs.change_set,
+        "xs": xs,
+        "diffs": diffs,
+        "expected": expected,
+        "history": xs.release_history,
+        "expanded": True,
+        **perms(request),
+        **extra,
+    }
+
+
+@require_GET
+@panel_view
+def change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """One set: expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
+    app = selectors.get_app(slug)
+    if is_fragment(request) and request.GET.get("collapsed"):
+        ctx = {"app": app, "cs": selectors.change_set_row(app, set_id), **perms(request)}
+        return render(request, "versions/partials/_set_row.html", ctx)
+    ctx = expanded_set_context(request, app, set_id)
+    if is_fragment(request):
+        return render(request, "versions/partials/_set_expanded.html", ctx)
+    ctx["tab"] = "sets"
+    return render(request, "versions/set_page.html", ctx)
+
+
+def point_context(request: HttpRequest, app: App, point: RestorePoint, **extra: Any) -> dict:
+    """Everything the expanded row of a point shows."""
+    diff = build_diff(selectors.point_change(point))
+    return {"app": app, "point": point, "diff": diff, "expanded": True, **perms(request), **extra}
+
+
+@require_GET
+@panel_view
+def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
+    """One point: expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
+    app = selectors.get_app(slug)
+    point = selectors.get_point(app, point_id)
+    if is_fragment(request) and request.GET.get("collapsed"):
+        ctx = {"app": app, "point": point, **perms(request)}
+        return render(request, "versions/partials/_point_row.html", ctx)
+    ctx = point_context(request, app, point)
+    if is_fragment(request):
+        return render(request, "versions/partials/_point_expanded.html", ctx)
+    ctx["tab"] = "points"
+    return render(request, "versions/point_page.html", ctx)
