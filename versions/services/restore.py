@@ -166,7 +166,8 @@ class RestoreReceipt:
 class RestoreTarget:
     """One artifact and the state a restore returns it to.
 
-    ``sha256`` is the target's hash ("" = absence: the artifact becomes a tombstone). ``blob_id``
+    ``sha256`` is the target's hash ("" = absence: the artifact becomes a tombstone; None =
+    unknown, e.g. its point was pruned). ``blob_id``
     is the stored blob of that state (None for absence, or when the state is not available,
     in which case ``unavailable`` says why in words). ``point_*`` describe the restore point the
     state comes from, when there is one: its id goes on the receipt, and its line counts give
@@ -174,7 +175,7 @@ class RestoreTarget:
     """
 
     artifact_id: int
-    sha256: str
+    sha256: str | None
     blob_id: str | None
     point_id: str | None = None
     unavailable: str | None = None
@@ -185,6 +186,11 @@ class RestoreTarget:
     @property
     def absent(self) -> bool:
         return self.sha256 == ""
+
+    @property
+    def sha(self) -> str:
+        """The known target hash ("" for absence); only for targets that passed pre-flight."""
+        return self.sha256 or ""
 
 
 def target_for_point(
@@ -328,10 +334,10 @@ def _line_counts(
         else:
             uncounted.append((target, live))
     if uncounted:
-        texts = _texts([t.sha256 for t, _ in uncounted] + [a.sha256 for _, a in uncounted])
+        texts = _texts([t.sha for t, _ in uncounted] + [a.sha256 for _, a in uncounted])
         for target, live in uncounted:
             old = texts.get(live.sha256, "") if not live.deleted else ""
-            new = texts.get(target.sha256, "") if not target.absent else ""
+            new = texts.get(target.sha, "") if not target.absent else ""
             counts[live.pk] = count_line_changes(old, new)
     return counts
 
@@ -349,12 +355,12 @@ def _check_routes(
     writes = [(t, a) for t, a in plan if a.collection == API_ROUTE]
     if not writes:
         return {}
-    texts = _texts(t.sha256 for t, _ in writes if not t.absent)
+    texts = _texts(t.sha for t, _ in writes if not t.absent)
     accepted: dict[int, tuple[str, str]] = {}
     for target, artifact in writes:
         if target.absent:
             continue
-        source = texts.get(target.sha256, "")
+        source = texts.get(target.sha, "")
         try:
             spec = routes.parse_route_spec(source)
         except InvalidInput as exc:
@@ -363,11 +369,13 @@ def _check_routes(
         accepted[artifact.pk] = (source, spec.key)
     # The other live routes keep their keys; the written ones take their targets' keys.
     written_pks = [a.pk for _, a in writes]
-    taken: dict[str, str] = dict(
-        Artifact.objects.filter(app=app, deleted=False, route_key__isnull=False)
+    taken: dict[str, str] = {
+        key: name
+        for key, name in Artifact.objects.filter(app=app, deleted=False, route_key__isnull=False)
         .exclude(pk__in=written_pks)
         .values_list("route_key", "name")
-    )
+        if key
+    }
     for target, artifact in writes:
         if artifact.pk not in accepted:
             continue
@@ -416,12 +424,12 @@ def _restore_targets(
             findings.append(_finding(None, target, FINDING_GONE))
             continue
         # Strict byte comparison: blobs are keyed by the sha256 of their bytes, so the same
-        # hash is the same stored row, hence the same bytes.
-        if artifact.sha256 == target.sha256 and artifact.blob_id == target.blob_id:
-            skipped.append({**_finding(artifact, target, ALREADY_MATCHED)})
-            continue
-        if target.absent and artifact.deleted:
-            skipped.append({**_finding(artifact, target, ALREADY_MATCHED)})
+        # hash is the same stored row, hence the same bytes (even when the target's own copy
+        # was not kept: the live blob is that very content).
+        if target.sha256 is not None and (
+            artifact.deleted if target.absent else artifact.blob_id == target.sha256
+        ):
+            skipped.append(_finding(artifact, target, ALREADY_MATCHED))
             continue
         if target.unavailable:
             findings.append(_finding(artifact, target, target.unavailable))
@@ -444,7 +452,7 @@ def _restore_targets(
 
     if dry_run:
         counts = _line_counts(plan)
-        meta = _blob_meta(t.sha256 for t, _ in plan)
+        meta = _blob_meta(t.sha for t, _ in plan)
         items = [
             {
                 "name": artifact.name,
@@ -452,7 +460,7 @@ def _restore_targets(
                 "pointId": target.point_id,
                 "linesAdded": counts[artifact.pk][0],
                 "linesRemoved": counts[artifact.pk][1],
-                "chars": meta.get(target.sha256, (0, 0))[1],
+                "chars": meta.get(target.sha, (0, 0))[1],
                 "action": "delete"
                 if target.absent
                 else ("recreate" if artifact.deleted else "write"),
@@ -530,7 +538,7 @@ def _write(
     now = ids.ms_to_datetime(ms)
     set_id = ids.restore_set_id(ms)
     counts = _line_counts(plan)
-    meta = _blob_meta(t.sha256 for t, _ in plan)
+    meta = _blob_meta(t.sha for t, _ in plan)
 
     points: list[RestorePoint] = []
     items: list[dict[str, Any]] = []
@@ -549,7 +557,7 @@ def _write(
                 previous_size=artifact.size if not artifact.deleted else 0,
                 previous_existed=not artifact.deleted,
                 source_stored=True,
-                new_sha256=target.sha256,
+                new_sha256=target.sha,
                 requested_by=by,
                 tool=RESTORE_TOOL,
                 created_on=now,
@@ -564,7 +572,7 @@ def _write(
                 "collection": artifact.collection,
                 "pointId": target.point_id,
                 "counterPointId": counter_id,
-                "chars": meta.get(target.sha256, (0, 0))[1],
+                "chars": meta.get(target.sha, (0, 0))[1],
             }
         )
     receipt = RestoreReceipt(
@@ -595,11 +603,7 @@ def _write(
     _insert_counter_points(points)
 
     repoint_many(
-        [
-            (a, t.blob_id, meta.get(t.sha256, (0, 0))[0])
-            for t, a in plan
-            if a.collection != API_ROUTE
-        ],
+        [(a, t.blob_id, meta.get(t.sha, (0, 0))[0]) for t, a in plan if a.collection != API_ROUTE],
         by=by,
         now=now,
     )
@@ -615,7 +619,7 @@ def _write(
                 artifact,
                 sha=target.blob_id,
                 source=source,
-                size=meta.get(target.sha256, (0, 0))[0],
+                size=meta.get(target.sha, (0, 0))[0],
                 by=by,
                 now=now,
             )
@@ -667,7 +671,11 @@ def _set_targets(change_set: ChangeSet) -> list[RestoreTarget]:
     reason = FINDING_PRUNED.format(keep=conf.points_per_app())
     for artifact_id, point_id in pruned.items():
         oldest[artifact_id] = RestoreTarget(
-            artifact_id=artifact_id, sha256="", blob_id=None, point_id=point_id, unavailable=reason
+            artifact_id=artifact_id,
+            sha256=None,
+            blob_id=None,
+            point_id=point_id,
+            unavailable=reason,
         )
     return list(oldest.values())
 
