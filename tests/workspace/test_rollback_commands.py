@@ -20,6 +20,18 @@ from versions.workspace import load_changes_log
 MANAGE = Path(__file__).resolve().parents[2] / "manage.py"
 
 
+@pytest.fixture(autouse=True, scope="module")
+def django_ready() -> None:
+    """Set Django up when pytest-django has not (e.g. `-p no:django` for the engine tests)."""
+    from django.conf import settings
+
+    if not settings.configured:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
+        import django
+
+        django.setup()
+
+
 def a_log(root: Path, **fields: Any) -> Path:
     data: dict[str, Any] = {
         "phase": "bug-fixing",
