@@ -178,8 +178,8 @@ def test_run_of_exactly_two_contexts_stays_in_one_hunk() -> None:
         new[5 + gap_len + 1] = "y"
         result = check_roundtrip(join(lines), join(new))
         assert result.hunk_count == hunks
-    assert result.page(1).hunks[1].gap_before == Gap(10, 10, 1)
-    assert result.page(1).hunks[1].gap_before.label == "1 unchanged line"
+    gap = result.page(1).hunks[1].gap_before
+    assert gap == Gap(10, 10, 1) and gap.label == "1 unchanged line"
 
 
 def test_gap_shifted_by_insertions_has_both_starts() -> None:

@@ -751,16 +751,16 @@ def word_diff(
     new_parts: list[tuple[bool, str]] = []
     i = j = 0
     same = 0
-    for op, chars in diffs:
+    for kind, chars in diffs:
         n = len(chars)
-        if op <= 0:
+        if kind <= 0:
             text = "".join(ta[i : i + n])
-            old_parts.append((op != 0, text))
+            old_parts.append((kind != 0, text))
             i += n
-            if op == 0:
+            if kind == 0:
                 same += len(text)
-        if op >= 0:
-            new_parts.append((op != 0, "".join(tb[j : j + n])))
+        if kind >= 0:
+            new_parts.append((kind != 0, "".join(tb[j : j + n])))
             j += n
     longest = max(len(a), len(b))
     if longest and same / longest < WORD_DIFF_MIN_SIMILARITY:

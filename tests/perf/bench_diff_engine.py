@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -105,16 +106,19 @@ def run(old: str, new: str, tmp: Path, args: argparse.Namespace) -> None:
         )
         reps = args.repeat if engine == "cpp" else 3
         # Interleave ours and git's runs so machine noise hits both alike.
-        t_git, t_comp, t_first, t_count = [], [], [], []
+        t_git: list[float] = []
+        t_comp: list[float] = []
+        t_first: list[float] = []
+        t_count: list[float] = []
+
+        def first_view(e: diffing.EngineName = engine) -> object:
+            return diffing.compute_diff(old, new, engine=e).page(1)
+
         for _ in range(reps):
             t_git.append(best(lambda: subprocess.run(cmd, capture_output=True), 1)[0])
-            t_comp.append(best(lambda e=engine: diffing.compute_diff(old, new, engine=e), 1)[0])
-            t_first.append(
-                best(lambda e=engine: diffing.compute_diff(old, new, engine=e).page(1), 1)[0]
-            )
-            t_count.append(
-                best(lambda e=engine: diffing.count_line_changes(old, new, engine=e), 1)[0]
-            )
+            t_comp.append(best(partial(diffing.compute_diff, old, new, engine=engine), 1)[0])
+            t_first.append(best(first_view, 1)[0])
+            t_count.append(best(partial(diffing.count_line_changes, old, new, engine=engine), 1)[0])
         for label, ts in [
             ("git diff --no-index", t_git),
             ("compute_diff", t_comp),
