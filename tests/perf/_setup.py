@@ -1,0 +1,57 @@
+"""Benchmark set-up: Django on the database DATABASE_URL names (a fresh SQLite file when unset).
+
+On PostgreSQL a fresh database ``versions_bench`` is created next to the one named, so a
+benchmark never touches real data.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def setup_django() -> str:
+    """Configure Django on a fresh benchmark database, migrate it; returns the vendor name."""
+    sys.path.insert(0, str(ROOT))
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        folder = tempfile.mkdtemp(prefix="versions-bench-")
+        os.environ["DATABASE_URL"] = f"sqlite:///{folder}/bench.sqlite3"
+    elif url.startswith(("postgres://", "postgresql://")):
+        import psycopg
+
+        parts = urlsplit(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS versions_bench WITH (FORCE)")
+            conn.execute("CREATE DATABASE versions_bench")
+        os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path="/versions_bench"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
+    os.environ["DJANGO_DEBUG"] = "0"
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    from django.db import connection
+
+    return connection.vendor
+
+
+def median_ms(func: Callable[[int], object], n: int, warmup: int = 5) -> float:
+    """Median wall time of ``func(i)`` over ``n`` runs, in milliseconds."""
+    for i in range(warmup):
+        func(-1 - i)
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        func(i)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)

@@ -1,0 +1,83 @@
+"""Capture cost: write_artifact of a 28 KB source vs a plain save of a row with the same text.
+
+Run: ``.venv/bin/python tests/perf/bench_capture.py`` (DATABASE_URL selects PostgreSQL).
+Prints its figures last as one line of JSON with ``vs_plain_save`` (ours / plain; lower is better).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import median_ms, setup_django  # noqa: E402
+
+N = 200
+
+
+def main() -> None:
+    vendor = setup_django()
+    from django.db import connection, models
+
+    from versions import services
+    from versions.models import App
+
+    class PlainRow(models.Model):
+        text = models.TextField()
+
+        class Meta:
+            app_label = "versions"
+            db_table = "bench_plain_row"
+
+    with connection.schema_editor() as editor:
+        editor.create_model(PlainRow)
+
+    lines = [f".rule-{i} {{ padding: {i % 17}px; color: #{i:06x}; }}\n" for i in range(700)]
+    base = "".join(lines)
+    while len(base.encode()) < 28 * 1024:
+        base += "/* padding */\n"
+    base = base[: 28 * 1024]
+
+    def variant(i: int) -> str:
+        # One line changed per write, like an agent's edit; every write differs.
+        return base.replace(".rule-5 {", f".rule-5-{i} {{", 1)
+
+    app = App.objects.create(slug="bench", name="Bench")
+    services.write_artifact(app, "pltf_stylesheet", "App", base, requested_by="b", tool="bench")
+    row = PlainRow.objects.create(text=base)
+
+    def plain(i: int) -> None:
+        row.text = variant(i)
+        row.save()
+
+    def capture(i: int) -> None:
+        services.write_artifact(
+            app, "pltf_stylesheet", "App", variant(i), requested_by="b", tool="bench"
+        )
+
+    # Interleave rounds so drift in machine load hits both alike.
+    plain_ms, ours_ms = [], []
+    for round_ in range(4):
+        plain_ms.append(median_ms(lambda i, r=round_: plain(i + 10_000 * r), N // 4))
+        ours_ms.append(median_ms(lambda i, r=round_: capture(i + 10_000 * r), N // 4))
+    plain_med = sorted(plain_ms)[len(plain_ms) // 2]
+    ours_med = sorted(ours_ms)[len(ours_ms) // 2]
+    print(f"database: {vendor}; source: {len(base.encode())} bytes; {N} writes each")
+    print(f"plain save: {plain_med:.3f} ms median; write_artifact: {ours_med:.3f} ms median")
+    print(
+        json.dumps(
+            {
+                "bench": "capture",
+                "db": vendor,
+                "n": N,
+                "ms": round(ours_med, 3),
+                "plain_save_ms": round(plain_med, 3),
+                "vs_plain_save": round(ours_med / plain_med, 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
