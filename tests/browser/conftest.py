@@ -1,0 +1,115 @@
+"""Playwright (sync) driving Debian's Chromium against pytest-django's live server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# The sync Playwright API runs an event loop in this thread; Django's ORM calls from the test
+# body are still synchronous and safe here.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PASSWORD = "correct-horse-battery"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is needed at {CHROMIUM} for the browser tests")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class PageProblems:
+    """What must never happen on a page: a JS dialog (XSS), a script error."""
+
+    def __init__(self) -> None:
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+
+
+@pytest.fixture
+def problems() -> PageProblems:
+    return PageProblems()
+
+
+def _new_page(browser, problems: PageProblems, width: int = 1280, height: int = 900):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+
+    def on_dialog(dialog) -> None:
+        problems.dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("pageerror", lambda exc: problems.errors.append(str(exc)))
+    return context, page
+
+
+@pytest.fixture
+def page(browser, live_server, problems: PageProblems) -> Iterator:
+    context, pg = _new_page(browser, problems)
+    yield pg
+    context.close()
+    assert problems.dialogs == [], f"a JavaScript dialog opened: {problems.dialogs}"
+    assert problems.errors == [], f"script errors on the page: {problems.errors}"
+
+
+@pytest.fixture
+def phone_page(browser, live_server, problems: PageProblems) -> Iterator:
+    context, pg = _new_page(browser, problems, width=390, height=844)
+    yield pg
+    context.close()
+    assert problems.dialogs == [], f"a JavaScript dialog opened: {problems.dialogs}"
+
+
+@pytest.fixture
+def make_user(transactional_db):
+    from django.contrib.auth.models import Permission, User
+
+    def make(username: str, *codenames: str, superuser: bool = False) -> User:
+        if superuser:
+            return User.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
+        user = User.objects.create_user(username, password=PASSWORD)
+        user.user_permissions.add(
+            *Permission.objects.filter(
+                content_type__app_label="versions", codename__in=codenames
+            )
+        )
+        return user
+
+    return make
+
+
+@pytest.fixture
+def sign_in(live_server):
+    """Sign in through the login form, as a person does."""
+
+    def do(page, username: str) -> None:
+        page.goto(f"{live_server.url}/")
+        assert "/accounts/login/" in page.url
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{live_server.url}/")
+
+    return do
