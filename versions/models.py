@@ -176,7 +176,8 @@ class Artifact(models.Model):
     @property
     def source(self) -> str:
         """The current source text ("" for a tombstone)."""
-        return self.blob.text if self.blob_id else ""
+        blob = self.blob if self.blob_id else None
+        return blob.text if blob is not None else ""
 
     @property
     def exists(self) -> bool:
