@@ -28,10 +28,14 @@ def store_blob(raw: bytes, sha: str, chars: int) -> None:
 
 
 def lock_artifact(app: App, collection: str, name: str) -> Artifact | None:
-    """The artifact row, locked for update with its current blob, or None."""
+    """The artifact row, locked for update, or None; ``.blob`` loads after the lock.
+
+    No join with the blob: when PostgreSQL re-reads a row that a concurrent writer changed
+    while we waited for its lock, a joined row is not re-fetched, so the blob would be stale
+    or missing (seen as ``blob_id`` set and ``blob`` None).
+    """
     return (
-        Artifact.objects.select_for_update(of=("self",))
-        .select_related("blob")
+        Artifact.objects.select_for_update()
         .filter(app=app, collection=collection, name=name)
         .first()
     )
