@@ -1,0 +1,292 @@
+"""A real MCP session: the `mcp` SDK's own stdio client drives `manage.py mcp_server`.
+
+The server runs as a subprocess, so it needs a database it can see: each module run migrates
+its own SQLite file (independent of pytest-django's test database) and loads the demo app,
+a user and a token through the project's own management commands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import Implementation
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUG = "quote-approvals"
+CLIENT = "versions-test-client"
+TOOLS = {
+    "list_artifacts",
+    "read_artifact",
+    "write_artifact",
+    "delete_artifact",
+    "list_change_sets",
+    "restore_change_set",
+}
+
+
+# One subprocess for the whole setup: the demo app (through the capture service), a superuser
+# who may restore and a viewer who may not.
+SETUP = """
+from django.contrib.auth import get_user_model
+from versions.management.commands.load_demo import load_demo
+load_demo()
+users = get_user_model().objects
+users.create_superuser("rvaid", email="", password=None)
+users.create_user("viewer", password=None)
+"""
+
+
+def manage(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> dict[str, Any]:
+    """A migrated SQLite file with the demo app, a restorer and a viewer, and their tokens."""
+    folder = tmp_path_factory.mktemp("mcp")
+    db_file = folder / "mcp.sqlite3"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{db_file}",
+        "DJANGO_SETTINGS_MODULE": "versions_site.settings",
+    }
+    manage(env, "migrate", "--noinput")
+    manage(env, "shell", "-c", SETUP)
+    token = manage(env, "create_agent_token", "rvaid", "--app", SLUG).stdout.splitlines()[-1]
+    viewer = manage(env, "create_agent_token", "viewer", "--app", SLUG).stdout.splitlines()[-1]
+    return {"env": env, "db": db_file, "token": token, "viewer": viewer}
+
+
+def params(site: dict[str, Any], token: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp_server", "--app", SLUG, "--token", token],
+        env=site["env"],
+        cwd=str(ROOT),
+    )
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, dict]:
+    result = await session.call_tool(tool, arguments)
+    return bool(result.is_error), dict(result.structured_content or {})
+
+
+def run_session(site: dict[str, Any], token: str, script: Any) -> Any:
+    async def main() -> Any:
+        with open(os.devnull, "w") as errlog:
+            async with (
+                stdio_client(params(site, token), errlog=errlog) as (read, write),
+                ClientSession(
+                    read, write, client_info=Implementation(name=CLIENT, version="1.0")
+                ) as session,
+            ):
+                await session.initialize()
+                return await script(session)
+
+    return anyio.run(main)
+
+
+def points(site: dict[str, Any], set_id: str) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(site["db"]) as db:
+        return db.execute(
+            "SELECT p.tool, p.requested_by, a.name FROM versions_restorepoint p "
+            "JOIN versions_artifact a ON a.id = p.artifact_id "
+            "WHERE p.change_set_id = ? ORDER BY p.created_on",
+            (set_id,),
+        ).fetchall()
+
+
+def test_mcp_session_lists_reads_writes_refuses_stale_and_restores(site):
+    async def script(session: ClientSession) -> dict[str, Any]:
+        tools = (await session.list_tools()).tools
+        out: dict[str, Any] = {"tools": {t.name: t.input_schema for t in tools}}
+        _, listing = await call(session, "list_artifacts")
+        out["listing"] = listing
+        _, index = await call(session, "read_artifact", collection="pltf_page", name="index")
+        _, css = await call(session, "read_artifact", collection="pltf_stylesheet", name="App")
+        out["before"] = (index, css)
+        out["write1"] = await call(
+            session,
+            "write_artifact",
+            collection="pltf_page",
+            name="index",
+            source="<h1>Written over MCP</h1>\n",
+            expected_sha256=index["sha256"],
+        )
+        out["write2"] = await call(
+            session,
+            "write_artifact",
+            collection="pltf_stylesheet",
+            name="App",
+            source="body { color: teal; }\n",
+            expected_sha256=css["sha256"],
+        )
+        out["stale"] = await call(
+            session,
+            "write_artifact",
+            collection="pltf_page",
+            name="index",
+            source="lost update",
+            expected_sha256=index["sha256"],
+        )
+        set_id = out["write1"][1]["changeSetId"]
+        out["detail"] = await call(session, "list_change_sets", set_id=set_id)
+        out["sets"] = await call(session, "list_change_sets")
+        out["restore"] = await call(session, "restore_change_set", set_id=set_id)
+        out["after"] = (
+            (await call(session, "read_artifact", collection="pltf_page", name="index"))[1],
+            (await call(session, "read_artifact", collection="pltf_stylesheet", name="App"))[1],
+        )
+        out["again"] = await call(session, "restore_change_set", set_id=set_id)
+        return out
+
+    out = run_session(site, site["token"], script)
+
+    # Tools with input schemas.
+    assert set(out["tools"]) == TOOLS
+    write_schema = out["tools"]["write_artifact"]
+    assert {"collection", "name", "source", "expected_sha256", "run_id"} <= set(
+        write_schema["properties"]
+    )
+    assert set(write_schema["required"]) == {"collection", "name", "source"}
+    assert "ctx" not in write_schema["properties"]
+    assert "set_id" in out["tools"]["restore_change_set"]["required"]
+
+    # Reads.
+    names = {(a["collection"], a["name"]) for a in out["listing"]["artifacts"]}
+    assert ("pltf_page", "index") in names and ("pltf_stylesheet", "App") in names
+    index, css = out["before"]
+    assert hashlib.sha256(index["source"].encode()).hexdigest() == index["sha256"]
+
+    # Writes: captured, one change set for the session.
+    failed, receipt1 = out["write1"]
+    assert not failed
+    assert receipt1["previousSha256"] == index["sha256"]
+    failed, receipt2 = out["write2"]
+    assert not failed
+    assert receipt2["changeSetId"] == receipt1["changeSetId"]
+    assert points(site, receipt1["changeSetId"]) == [
+        (f"mcp:{CLIENT}", "rvaid", "index"),
+        (f"mcp:{CLIENT}", "rvaid", "App"),
+    ]
+    detail = out["detail"][1]
+    assert [p["tool"] for p in detail["restore_points"]] == [f"mcp:{CLIENT}"] * 2
+    assert out["sets"][1]["items"][0]["id"] == receipt1["changeSetId"]
+
+    # Stale write refused with the current hash; nothing written.
+    failed, stale = out["stale"]
+    assert failed
+    assert stale["error"] == "stale_write"
+    assert stale["current_sha256"] == receipt1["sha256"]
+    assert len(points(site, receipt1["changeSetId"])) == 2
+
+    # Restore all answers the receipt, and the bytes are back exactly.
+    failed, receipt = out["restore"]
+    assert not failed
+    assert receipt["kind"] == "restore"
+    assert receipt["restoredFromSet"] == receipt1["changeSetId"]
+    assert {i["name"] for i in receipt["items"]} == {"index", "App"}
+    after_index, after_css = out["after"]
+    assert after_index["source"].encode() == index["source"].encode()
+    assert after_css["source"].encode() == css["source"].encode()
+    assert (after_index["sha256"], after_css["sha256"]) == (index["sha256"], css["sha256"])
+    failed, again = out["again"]
+    assert not failed and again["kind"] == "noop"
+
+
+def test_each_session_is_its_own_change_set_unless_the_client_passes_run_id(site):
+    async def script(session: ClientSession) -> list[dict]:
+        receipts = []
+        for n, run_id in enumerate([None, None, "client-run-9", "client-run-9"]):
+            args: dict[str, Any] = {
+                "collection": "pltf_page",
+                "name": f"session-page-{n}",
+                "source": f"page {n}\n",
+            }
+            if run_id:
+                args["run_id"] = run_id
+            receipts.append((await call(session, "write_artifact", **args))[1])
+        return receipts
+
+    first = run_session(site, site["token"], script)
+    second = run_session(site, site["token"], script)
+    assert first[0]["changeSetId"] == first[1]["changeSetId"]
+    assert second[0]["changeSetId"] == second[1]["changeSetId"]
+    assert first[0]["changeSetId"] != second[0]["changeSetId"]
+    assert first[2]["changeSetId"] == first[3]["changeSetId"] != first[0]["changeSetId"]
+
+
+def test_delete_is_a_restorable_tombstone(site):
+    async def script(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        await call(session, "write_artifact", collection="pltf_page", name="doomed", source="x\n")
+        out["delete"] = await call(
+            session, "delete_artifact", collection="pltf_page", name="doomed"
+        )
+        out["read"] = await call(session, "read_artifact", collection="pltf_page", name="doomed")
+        point_set = out["delete"][1]["changeSetId"]
+        out["detail"] = (await call(session, "list_change_sets", set_id=point_set))[1]
+        return out
+
+    out = run_session(site, site["token"], script)
+    failed, receipt = out["delete"]
+    assert not failed and receipt["sha256"] == ""
+    failed, read = out["read"]
+    assert failed and read["error"] == "not_found"
+    assert out["detail"]["restore_points"][-1]["new_sha256"] == ""
+
+
+def test_user_without_restore_permission_cannot_restore_over_mcp(site):
+    async def script(session: ClientSession) -> Any:
+        _, sets = await call(session, "list_change_sets")
+        set_id = sets["items"][0]["id"]
+        return await call(session, "restore_change_set", set_id=set_id)
+
+    failed, body = run_session(site, site["viewer"], script)
+    assert failed
+    assert body["error"] == "forbidden"
+
+
+def test_bad_input_is_a_tool_error_not_a_crash(site):
+    async def script(session: ClientSession) -> list[Any]:
+        return [
+            await call(session, "write_artifact", collection="pltf_nope", name="x", source="y"),
+            await call(session, "write_artifact", collection="pltf_page", name="a/b", source="y"),
+            await call(session, "read_artifact", collection="pltf_page", name="never-written"),
+            await call(session, "restore_change_set", set_id="cs_rp_nope_00000000"),
+            await call(session, "list_artifacts"),
+        ]
+
+    results = run_session(site, site["token"], script)
+    assert [r[1].get("error") for r in results[:4]] == [
+        "invalid_input",
+        "invalid_input",
+        "not_found",
+        "not_found",
+    ]
+    assert all(r[0] for r in results[:4])
+    assert results[4][0] is False  # the session still works
+
+
+def test_server_refuses_a_bad_token_without_writing_to_stdout(site):
+    result = manage(site["env"], "mcp_server", "--app", SLUG, "--token", "vt_wrong", check=False)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "token is not valid" in result.stderr

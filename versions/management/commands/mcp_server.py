@@ -1,0 +1,58 @@
+"""``mcp_server --app <slug> --token <token>``: the MCP server over stdio (SPEC §8).
+
+stdout carries the MCP protocol and nothing else; every log line goes to stderr.
+The token may also come from the environment variable ``VERSIONS_MCP_TOKEN``, which keeps it
+out of process listings and shell history.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from versions.models import App
+from versions.services.tokens import token_app_slugs, verify_token
+
+TOKEN_ENV = "VERSIONS_MCP_TOKEN"
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve an app's artifacts to MCP clients over stdio. Every write is captured as a "
+        "restore point with tool “mcp:<client name>”."
+    )
+    # System checks print to stdout, which belongs to the protocol.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--app", required=True, metavar="SLUG", help="The app to serve.")
+        parser.add_argument(
+            "--token",
+            default=None,
+            help=f"An agent token (create_agent_token); default: ${TOKEN_ENV}.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        # Anything printed by accident must not corrupt the protocol stream.
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+        token = options["token"] or os.environ.get(TOKEN_ENV, "")
+        slug = options["app"]
+        row = verify_token(token)
+        if row is None:
+            raise CommandError(f"The token is not valid (pass --token or set ${TOKEN_ENV}).")
+        if not App.objects.filter(slug=slug).exists():
+            raise CommandError(f"There is no app “{slug}”.")
+        if slug not in token_app_slugs(row):
+            raise CommandError(f"The token is not allowed to act on app “{slug}”.")
+
+        from versions.mcp import build_server
+
+        server = build_server(slug, token)
+        logging.getLogger("versions.mcp").info(
+            "Versions MCP server for app “%s” as %s, on stdio.", slug, row.user.get_username()
+        )
+        server.run("stdio")

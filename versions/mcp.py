@@ -1,0 +1,288 @@
+"""The MCP server (SPEC §8): an app's artifacts as MCP tools, every write captured.
+
+``python manage.py mcp_server --app <slug> --token <token>`` speaks MCP over stdio. Each tool is
+a thin adapter over the services, so a write from any MCP client (Claude Code, Codex, Cursor…)
+records a restore point with ``tool = "mcp:<client name>"`` (the ``clientInfo.name`` the client
+sent at ``initialize``) and can be restored like the agent's own.
+
+Grouping: over stdio one server process serves one MCP session, so the process draws one
+``run_id`` at start and every write of the session joins one change set, unless the client
+passes its own ``run_id`` (or ``turn_id``) to a tool.
+
+The token is checked on every call, so revoking it or deactivating its user stops the session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import unicodedata
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from django.db import close_old_connections
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from versions import api as readers
+from versions import ids, services
+from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
+from versions.models import AgentToken, App, ChangeSet
+from versions.services.tokens import token_app_slugs, token_can_restore, verify_token
+
+logger = logging.getLogger("versions.mcp")
+
+TOOL_PREFIX = "mcp:"
+UNKNOWN_CLIENT = "unknown-client"
+TOKEN_REFUSED = "The agent token is not valid any more (revoked, or its user is inactive)."
+OUT_OF_SCOPE = "The agent token is not allowed to act on app “{slug}”."
+NO_RESTORE_PERMISSION = "User “{user}” does not have the permission to restore."
+SET_OF_OTHER_APP = "Change set “{id}” belongs to another app than “{slug}”."
+
+INSTRUCTIONS = (
+    "Versions: read and write the artifacts of one app. Every write is captured as a restore "
+    "point first, and the writes of this session form one change set that a person can "
+    "restore. Read an artifact before changing it and pass its sha256 as expected_sha256: "
+    "a stale write is refused and tells you the current hash."
+)
+
+Collection = Annotated[
+    str,
+    Field(
+        description=(
+            "pltf_page, pltf_frontend_module, pltf_stylesheet, pltf_api_route or pltf_server_script"
+        )
+    ),
+]
+Name = Annotated[str, Field(description="The artifact name, e.g. “index” (no “/”).")]
+Expected = Annotated[
+    str | None,
+    Field(
+        description=(
+            "The sha256 you last read; the write is refused if the artifact changed since. "
+            '"" means the artifact must not exist yet.'
+        )
+    ),
+]
+RunId = Annotated[
+    str | None,
+    Field(description="Group writes into one change set; defaults to one per MCP session."),
+]
+
+
+class ToolRefused(Exception):
+    """A tool call that is refused before reaching the services (token, scope, permission)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _result(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False, indent=1))],
+        structured_content=data,
+        is_error=error,
+    )
+
+
+def _error_data(exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, ToolRefused):
+        return {"error": exc.code, "message": exc.message}
+    if isinstance(exc, StaleWrite):
+        return {
+            "error": "stale_write",
+            "message": exc.message,
+            "current_sha256": exc.current_sha256,
+        }
+    if isinstance(exc, PreflightFailed):
+        receipt = exc.receipt.as_dict() if hasattr(exc.receipt, "as_dict") else exc.receipt
+        return {"error": "preflight_failed", "message": exc.message, "receipt": receipt}
+    if isinstance(exc, NotFound):
+        return {"error": "not_found", "message": exc.message}
+    if isinstance(exc, InvalidInput):
+        return {"error": "invalid_input", "message": exc.message, "field": exc.field}
+    assert isinstance(exc, VersionsError)
+    return {"error": exc.code, "message": exc.message}
+
+
+def client_tool_name(ctx: Context | None) -> str:
+    """``mcp:<client name>`` from the client's ``initialize`` clientInfo, made safe to store."""
+    name = ""
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+        if params is not None and params.client_info is not None:
+            name = params.client_info.name or ""
+    except (ValueError, AttributeError):
+        name = ""
+    # Control characters go; whitespace runs become one hyphen ("Claude Code" → "Claude-Code").
+    printable = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C" or ch.isspace())
+    cleaned = "-".join(printable.split())
+    return TOOL_PREFIX + (cleaned[:150] or UNKNOWN_CLIENT)
+
+
+def build_server(app_slug: str, token: str) -> MCPServer:
+    """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call."""
+    session_run_id = f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
+
+    def authorise(*, restore: bool = False) -> tuple[AgentToken, App]:
+        row = verify_token(token)
+        if row is None:
+            raise ToolRefused("unauthorized", TOKEN_REFUSED)
+        app = App.objects.filter(slug=app_slug).first()
+        if app is None:
+            raise ToolRefused("not_found", f"There is no app “{app_slug}”.")
+        if app.slug not in token_app_slugs(row):
+            raise ToolRefused("forbidden", OUT_OF_SCOPE.format(slug=app_slug))
+        if restore and not token_can_restore(row):
+            raise ToolRefused(
+                "forbidden", NO_RESTORE_PERMISSION.format(user=row.user.get_username())
+            )
+        return row, app
+
+    def call(func: Callable[[], dict[str, Any]]) -> CallToolResult:
+        """Run one tool body in this worker thread's own database connection."""
+        close_old_connections()
+        try:
+            return _result(func())
+        except (ToolRefused, VersionsError) as exc:
+            return _result(_error_data(exc), error=True)
+        finally:
+            close_old_connections()
+
+    server = MCPServer(name="versions", instructions=INSTRUCTIONS)
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    @server.tool(annotations=read_only)
+    def list_artifacts(include_deleted: bool = False) -> CallToolResult:
+        """List the app's artifacts: collection, name, sha256, size, updated_on, updated_by."""
+
+        def body() -> dict[str, Any]:
+            _row, app = authorise()
+            return {
+                "app": app.slug,
+                "artifacts": readers.list_artifacts(app, include_deleted=include_deleted),
+            }
+
+        return call(body)
+
+    @server.tool(annotations=read_only)
+    def read_artifact(collection: Collection, name: Name) -> CallToolResult:
+        """Read one artifact: its source and its sha256 (pass it as expected_sha256 to write)."""
+
+        def body() -> dict[str, Any]:
+            _row, app = authorise()
+            return readers.read_artifact(app, collection, name)
+
+        return call(body)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
+    def write_artifact(
+        collection: Collection,
+        name: Name,
+        source: Annotated[str, Field(description="The whole new source text.")],
+        ctx: Context,
+        expected_sha256: Expected = None,
+        run_id: RunId = None,
+        turn_id: Annotated[str | None, Field(description="Your turn id, if any.")] = None,
+    ) -> CallToolResult:
+        """Write an artifact's whole source. Its previous state is captured as a restore point
+        first. Refused, with the current sha256, if expected_sha256 is stale."""
+        tool = client_tool_name(ctx)
+
+        def body() -> dict[str, Any]:
+            row, app = authorise()
+            receipt = services.write_artifact(
+                app,
+                collection,
+                name,
+                source,
+                requested_by=row.user.get_username(),
+                tool=tool,
+                run_id=run_id if run_id or turn_id else session_run_id,
+                turn_id=turn_id,
+                expected_sha256=expected_sha256,
+            )
+            return receipt.as_dict()
+
+        return call(body)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def delete_artifact(
+        collection: Collection,
+        name: Name,
+        ctx: Context,
+        expected_sha256: Expected = None,
+        run_id: RunId = None,
+        turn_id: Annotated[str | None, Field(description="Your turn id, if any.")] = None,
+    ) -> CallToolResult:
+        """Delete an artifact: it becomes a tombstone behind a restore point (restorable)."""
+        tool = client_tool_name(ctx)
+
+        def body() -> dict[str, Any]:
+            row, app = authorise()
+            receipt = services.delete_artifact(
+                app,
+                collection,
+                name,
+                requested_by=row.user.get_username(),
+                tool=tool,
+                run_id=run_id if run_id or turn_id else session_run_id,
+                turn_id=turn_id,
+                expected_sha256=expected_sha256,
+            )
+            return receipt.as_dict()
+
+        return call(body)
+
+    @server.tool(annotations=read_only)
+    def list_change_sets(
+        page: Annotated[int, Field(ge=1, description="Page number, from 1.")] = 1,
+        per_page: Annotated[int, Field(ge=1, le=200)] = 20,
+        set_id: Annotated[
+            str | None, Field(description="Give an id to get that one set with its points.")
+        ] = None,
+    ) -> CallToolResult:
+        """The app's change sets, newest first (one per agent turn or MCP session), or one set
+        with its restore points when set_id is given."""
+
+        def body() -> dict[str, Any]:
+            _row, app = authorise()
+            if set_id:
+                change_set = ChangeSet.objects.filter(id=set_id, app=app).first()
+                if change_set is None:
+                    raise NotFound(f"There is no change set “{set_id}” in app “{app.slug}”.")
+                return readers.change_set_detail(change_set)
+            return readers.list_change_sets(app, page=page, per_page=per_page)
+
+        return call(body)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
+    def restore_change_set(
+        set_id: Annotated[str, Field(description="The change set to undo: cs_… or rs_….")],
+        dry_run: Annotated[bool, Field(description="Only say what would be written.")] = False,
+        expected: Annotated[
+            dict[str, str] | None,
+            Field(description='"collection/name" → the sha256 you reviewed as now.'),
+        ] = None,
+    ) -> CallToolResult:
+        """Restore all: put every artifact of the set back to its state before the set, behind
+        counter-points (so the restore can be undone). Returns the receipt."""
+
+        def body() -> dict[str, Any]:
+            row, app = authorise(restore=True)
+            owner = ChangeSet.objects.filter(id=set_id).values_list("app_id", flat=True).first()
+            if owner is None:
+                raise NotFound(f"There is no change set “{set_id}”.")
+            if owner != app.pk:
+                raise ToolRefused("forbidden", SET_OF_OTHER_APP.format(id=set_id, slug=app.slug))
+            receipt = services.restore_change_set(
+                set_id, by=row.user.get_username(), dry_run=dry_run, expected=expected
+            )
+            return receipt.as_dict()
+
+        return call(body)
+
+    return server
