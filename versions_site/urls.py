@@ -10,4 +10,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", api.urls),
     path("", include("versions.urls")),
+    # The live app, after the panel (which owns /apps/<slug>/versions/…).
+    path("apps/<slug:slug>/", include("versions.live_urls")),
 ]

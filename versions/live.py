@@ -1,0 +1,277 @@
+"""The live app (SPEC §5): an app's artifacts served as a running app.
+
+Pages at ``/apps/<slug>/`` (``index``) and ``/apps/<slug>/p/<page>``, stylesheets and frontend
+modules at ``/apps/<slug>/assets/<name>.css|.js``, API routes from JSON route specs at
+``/apps/<slug>/api/<path>``. Server scripts are stored and versioned, never served or run.
+
+Everything here is agent-written and untrusted: every response carries a CSP ``sandbox``
+header, so the served app runs in an opaque origin that cannot read the panel's cookies or call
+the panel with the user's session.
+
+Route tables are cached per process and per app, and reloaded when the app's
+``route_generation`` moved: the route-save path bumps it after every committed route write or
+restore, and each live request reads it (one small query), so a change made through any server
+reaches every server at its next request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from versions.errors import InvalidInput
+from versions.models import API_ROUTE, FRONTEND_MODULE, PAGE, STYLESHEET, App, Artifact, Blob
+from versions.services.routes import RouteSpec, parse_route_spec
+
+logger = logging.getLogger(__name__)
+
+CSP = "sandbox allow-scripts allow-forms"
+CONTENT_TYPES = {
+    PAGE: "text/html; charset=utf-8",
+    STYLESHEET: "text/css; charset=utf-8",
+    FRONTEND_MODULE: "text/javascript; charset=utf-8",
+}
+ASSET_COLLECTIONS = {"css": STYLESHEET, "js": FRONTEND_MODULE}
+NOT_FOUND = "Not found."
+METHOD_NOT_ALLOWED = "This route does not answer {method}."
+# Headers a route spec may not set: they would escape the sandbox (CSP), plant cookies on the
+# panel's origin, or corrupt the HTTP framing.
+_FORBIDDEN_HEADERS = {
+    "set-cookie",
+    "set-cookie2",
+    "content-security-policy",
+    "content-security-policy-report-only",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "trailer",
+    "te",
+    "proxy-authenticate",
+}
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
+_PARAM_SEGMENT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
+
+
+def _sandboxed(response: HttpResponse) -> HttpResponse:
+    response["Content-Security-Policy"] = CSP
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _not_found() -> HttpResponse:
+    return _sandboxed(HttpResponse(NOT_FOUND, status=404, content_type="text/plain; charset=utf-8"))
+
+
+def _etag_matches(request: HttpRequest, etag: str) -> bool:
+    header = request.headers.get("If-None-Match")
+    if not header:
+        return False
+    if header.strip() == "*":
+        return True
+    # If-None-Match uses the weak comparison (RFC 9110 §13.1.2).
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return etag in tags
+
+
+def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str) -> HttpResponse:
+    row = (
+        Artifact.objects.filter(app__slug=slug, collection=collection, name=name, deleted=False)
+        .values_list("blob_id", flat=True)
+        .first()
+    )
+    if not row:
+        return _not_found()
+    etag = f'"{row}"'
+    if _etag_matches(request, etag):
+        response = HttpResponse(status=304)
+    else:
+        blob = Blob.objects.filter(sha256=row).first()
+        if blob is None:  # swept between the two reads: the artifact moved on
+            return _not_found()
+        response = HttpResponse(blob.raw, content_type=CONTENT_TYPES[collection])
+    response["ETag"] = etag
+    # Always revalidate: a restore must show at the next load, not when a cache expires.
+    response["Cache-Control"] = "no-cache"
+    return _sandboxed(response)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "HEAD"])
+def index(request: HttpRequest, slug: str) -> HttpResponse:
+    """The app's page ``index``."""
+    return _serve_artifact(request, slug, PAGE, "index")
+
+
+@csrf_exempt
+@require_http_methods(["GET", "HEAD"])
+def page(request: HttpRequest, slug: str, page: str) -> HttpResponse:
+    """One of the app's pages."""
+    return _serve_artifact(request, slug, PAGE, page)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "HEAD"])
+def asset(request: HttpRequest, slug: str, name: str, ext: str) -> HttpResponse:
+    """A stylesheet (``.css``) or frontend module (``.js``)."""
+    return _serve_artifact(request, slug, ASSET_COLLECTIONS[ext], name)
+
+
+# --------------------------------------------------------------------------------------------
+# API routes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveRoute:
+    """A route of the table: its spec and its path split into literals and parameters."""
+
+    name: str
+    spec: RouteSpec
+    segments: tuple[tuple[str, bool], ...]  # (literal or param name, is_param)
+
+    def match(self, parts: list[str]) -> dict[str, str] | None:
+        if len(parts) != len(self.segments):
+            return None
+        params: dict[str, str] = {}
+        for part, (segment, is_param) in zip(parts, self.segments, strict=True):
+            if is_param:
+                params[segment] = part
+            elif part != segment:
+                return None
+        return params
+
+    @property
+    def specificity(self) -> tuple[int, ...]:
+        """Sort key: literal segments win over parameters, leftmost first."""
+        return tuple(1 if is_param else 0 for _, is_param in self.segments)
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    generation: int
+    routes: tuple[LiveRoute, ...]
+
+    def find(self, method: str, parts: list[str]) -> tuple[LiveRoute | None, set[str]]:
+        """The best route for ``method`` and path ``parts``, and the methods the path has."""
+        allowed: set[str] = set()
+        best: LiveRoute | None = None
+        for route in self.routes:
+            if route.match(parts) is None:
+                continue
+            allowed.add(route.spec.method)
+            if route.spec.method == method and (
+                best is None or route.specificity < best.specificity
+            ):
+                best = route
+        return best, allowed
+
+
+_tables: dict[int, RouteTable] = {}
+_tables_lock = threading.Lock()
+# How many times this process loaded a route table (tests read it).
+loads = {"count": 0}
+
+
+def _load_table(app_id: int, generation: int) -> RouteTable:
+    routes: list[LiveRoute] = []
+    rows = (
+        Artifact.objects.filter(app_id=app_id, collection=API_ROUTE, deleted=False)
+        .select_related("blob")
+        .order_by("name")
+    )
+    for artifact in rows:
+        try:
+            spec = parse_route_spec(artifact.source)
+        except InvalidInput:  # saved before the rules tightened: not served
+            logger.warning("route %s of app %s is not a valid spec", artifact.name, app_id)
+            continue
+        segments = tuple(
+            (m.group(1), True) if (m := _PARAM_SEGMENT.match(s)) else (s, False)
+            for s in spec.segments
+        )
+        routes.append(LiveRoute(name=artifact.name, spec=spec, segments=segments))
+    loads["count"] += 1
+    return RouteTable(generation=generation, routes=tuple(routes))
+
+
+def route_table(app_id: int, generation: int) -> RouteTable:
+    """The app's route table, reloaded when its generation moved since this process read it."""
+    table = _tables.get(app_id)
+    if table is not None and table.generation == generation:
+        return table
+    with _tables_lock:
+        table = _tables.get(app_id)
+        if table is None or table.generation != generation:
+            table = _load_table(app_id, generation)
+            _tables[app_id] = table
+    return table
+
+
+def _substitute(value: Any, params: dict[str, str]) -> Any:
+    """``{param}`` in every string of ``value`` replaced by the path parameter."""
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda m: params.get(m.group(1), m.group(0)), value)
+    if isinstance(value, list):
+        return [_substitute(v, params) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, params) for k, v in value.items()}
+    return value
+
+
+def _route_response(route: LiveRoute, params: dict[str, str], method: str) -> HttpResponse:
+    spec = route.spec
+    headers = {
+        k: v for k, v in (spec.headers or {}).items() if k.strip().lower() not in _FORBIDDEN_HEADERS
+    }
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+    body = _substitute(spec.body, params)
+    if spec.status in (204, 304) or method == "HEAD":
+        content = b""
+    elif isinstance(body, str) and content_type and "json" not in content_type.lower():
+        content = body.encode("utf-8")
+    else:
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    response = HttpResponse(
+        content, status=spec.status, content_type=content_type or "application/json"
+    )
+    for key, value in headers.items():
+        if key.lower() != "content-type":
+            response[key] = value
+    return response
+
+
+@csrf_exempt
+def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+    """An API route of the app: the route spec whose method and path match, as data."""
+    found = App.objects.filter(slug=slug).values_list("pk", "route_generation").first()
+    if found is None:
+        return _not_found()
+    table = route_table(*found)
+    method = (request.method or "GET").upper()
+    parts = [p for p in path.split("/") if p]
+    route, allowed = table.find(method, parts)
+    if route is None and method == "HEAD":
+        route, allowed = table.find("GET", parts)
+    if route is None:
+        if allowed:
+            response = HttpResponse(
+                METHOD_NOT_ALLOWED.format(method=method),
+                status=405,
+                content_type="text/plain; charset=utf-8",
+            )
+            response["Allow"] = ", ".join(sorted(allowed))
+            return _sandboxed(response)
+        return _not_found()
+    params = route.match(parts) or {}
+    return _sandboxed(_route_response(route, params, method))
