@@ -33,10 +33,30 @@ def _user(username: str, *codenames: str, superuser: bool = False) -> User:
 @pytest.fixture
 def demo(app: App) -> dict:
     """The app with a first version and one agent turn changing the page and the stylesheet."""
-    services.write_artifact(app, "pltf_page", "index", PAGE_V1, requested_by="setup", tool="t:setup", run_id="init")
-    services.write_artifact(app, "pltf_stylesheet", "App", CSS_V1, requested_by="setup", tool="t:setup", run_id="init")
-    r1 = services.write_artifact(app, "pltf_page", "index", PAGE_V2, requested_by="rvaid", tool="devzone-agent:write_page", run_id="turn-1")
-    services.write_artifact(app, "pltf_stylesheet", "App", CSS_V2, requested_by="rvaid", tool="devzone-agent:write_stylesheet", run_id="turn-1")
+    services.write_artifact(
+        app, "pltf_page", "index", PAGE_V1, requested_by="setup", tool="t:setup", run_id="init"
+    )
+    services.write_artifact(
+        app, "pltf_stylesheet", "App", CSS_V1, requested_by="setup", tool="t:setup", run_id="init"
+    )
+    r1 = services.write_artifact(
+        app,
+        "pltf_page",
+        "index",
+        PAGE_V2,
+        requested_by="rvaid",
+        tool="devzone-agent:write_page",
+        run_id="turn-1",
+    )
+    services.write_artifact(
+        app,
+        "pltf_stylesheet",
+        "App",
+        CSS_V2,
+        requested_by="rvaid",
+        tool="devzone-agent:write_stylesheet",
+        run_id="turn-1",
+    )
     return {"app": app, "set_id": r1.change_set_id, "point_id": r1.restore_point_id}
 
 
@@ -84,7 +104,9 @@ def test_change_sets_tab_shows_rows(admin_client: Client, demo: dict) -> None:
 
 
 def test_expanded_set_shows_both_diffs(admin_client: Client, demo: dict) -> None:
-    response = admin_client.get(_url("change_set", "quotes", demo["set_id"]), HTTP_HX_REQUEST="true")
+    response = admin_client.get(
+        _url("change_set", "quotes", demo["set_id"]), HTTP_HX_REQUEST="true"
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert html.lstrip().startswith(f'<li class="row set expanded" id="set-{demo["set_id"]}"')
@@ -95,8 +117,12 @@ def test_expanded_set_shows_both_diffs(admin_client: Client, demo: dict) -> None
 
 
 def test_xss_source_is_text_everywhere(admin_client: Client, app: App) -> None:
-    services.write_artifact(app, "pltf_page", XSS[:60].replace("/", "-"), "safe\n", requested_by=XSS, tool=XSS)
-    r = services.write_artifact(app, "pltf_page", XSS[:60].replace("/", "-"), XSS + "\n", requested_by=XSS, tool=XSS)
+    services.write_artifact(
+        app, "pltf_page", XSS[:60].replace("/", "-"), "safe\n", requested_by=XSS, tool=XSS
+    )
+    r = services.write_artifact(
+        app, "pltf_page", XSS[:60].replace("/", "-"), XSS + "\n", requested_by=XSS, tool=XSS
+    )
     pages = [
         admin_client.get(_url("change_sets", "quotes")),
         admin_client.get(_url("change_set", "quotes", r.change_set_id)),

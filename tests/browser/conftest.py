@@ -91,9 +91,7 @@ def make_user(transactional_db):
             return User.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
         user = User.objects.create_user(username, password=PASSWORD)
         user.user_permissions.add(
-            *Permission.objects.filter(
-                content_type__app_label="versions", codename__in=codenames
-            )
+            *Permission.objects.filter(content_type__app_label="versions", codename__in=codenames)
         )
         return user
 

@@ -87,7 +87,9 @@ def test_review_name_mark_restore_all_noop_and_undo(page, live_server, make_user
     expect(receipt).to_contain_text("Restored")
     expect(receipt.locator("tbody tr")).to_have_count(2)
     counters = receipt.locator(".counter-id").all_inner_texts()
-    assert len(counters) == 2 and all(re.fullmatch(r"rp_[0-9a-z]+_[0-9a-z]{8}", c) for c in counters)
+    assert len(counters) == 2 and all(
+        re.fullmatch(r"rp_[0-9a-z]+_[0-9a-z]{8}", c) for c in counters
+    )
     assert set(counters) == set(
         RestorePoint.objects.filter(kind="counter").values_list("id", flat=True)
     )
@@ -161,7 +163,9 @@ def test_restore_single_point_from_restore_points_tab(page, live_server, make_us
     sign_in(page, "rvaid")
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     page.get_by_role("link", name="Restore points").click()
-    expect(page.get_by_role("link", name="Restore points")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_role("link", name="Restore points")).to_have_attribute(
+        "aria-current", "page"
+    )
     assert page.url.endswith("/versions/points/")
     # Filter by tool, then expand the point.
     page.get_by_label("Tool").select_option("devzone-agent:write_page")

@@ -1,0 +1,69 @@
+"""Screenshots of the panel for the README, at 1280 px and 390 px (and a check that they fit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from versions.management.commands.load_demo import DEMO_SLUG, load_demo
+from versions.models import ChangeSet
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _no_horizontal_scroll(page) -> None:
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 1, f"the page scrolls sideways by {overflow}px"
+
+
+def test_screenshots_desktop(page, live_server, make_user, sign_in):
+    load_demo()
+    make_user("rvaid", superuser=True)
+    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
+    DOCS.mkdir(exist_ok=True)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.screenshot(path=str(DOCS / "screenshot-sign-in.png"))
+    sign_in(page, "rvaid")
+    page.screenshot(path=str(DOCS / "screenshot-apps.png"))
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
+    page.screenshot(path=str(DOCS / "screenshot-change-sets.png"))
+    row = page.locator(f"#set-{agent.id}")
+    row.get_by_role("link", name=agent.id, exact=True).click()
+    expect(row.locator("section.diff")).to_have_count(2)
+    _no_horizontal_scroll(page)
+    page.screenshot(path=str(DOCS / "screenshot-expanded-set.png"), full_page=True)
+    row.get_by_role("button", name="Restore all").click()
+    expect(page.locator("dialog#restore-dialog")).to_be_visible()
+    page.screenshot(path=str(DOCS / "screenshot-confirm-restore.png"))
+    page.get_by_role("button", name="Confirm restore").click()
+    expect(row.locator(".receipt")).to_contain_text("Restored")
+    row.locator(".receipt").scroll_into_view_if_needed()
+    page.screenshot(path=str(DOCS / "screenshot-receipt.png"))
+    page.get_by_role("link", name="Restore points").click()
+    expect(page.locator("#point-list-items > li").first).to_be_visible()
+    page.screenshot(path=str(DOCS / "screenshot-restore-points.png"))
+
+
+def test_screenshots_phone(phone_page, live_server, make_user, sign_in):
+    page = phone_page
+    load_demo()
+    make_user("rvaid", superuser=True)
+    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
+    sign_in(page, "rvaid")
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
+    _no_horizontal_scroll(page)
+    row = page.locator(f"#set-{agent.id}")
+    row.get_by_role("link", name=agent.id, exact=True).click()
+    expect(row.locator("section.diff")).to_have_count(2)
+    _no_horizontal_scroll(page)
+    page.screenshot(path=str(DOCS / "screenshot-phone-expanded-set.png"))
+    row.get_by_role("button", name="Restore all").click()
+    expect(page.locator("dialog#restore-dialog")).to_be_visible()
+    _no_horizontal_scroll(page)
+    page.screenshot(path=str(DOCS / "screenshot-phone-confirm.png"))
