@@ -5,6 +5,7 @@ over these functions.
 """
 
 from versions.services.capture import WriteReceipt, delete_artifact, write_artifact
+from versions.services.release import restore_to_release, since_release, state_at, states_at
 from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
 from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
 
@@ -17,6 +18,10 @@ __all__ = [
     "name_point",
     "restore_change_set",
     "restore_point",
+    "restore_to_release",
+    "since_release",
+    "state_at",
+    "states_at",
     "unmark_release",
     "write_artifact",
 ]
