@@ -177,7 +177,9 @@ class RouteTable:
         return best, allowed
 
 
-_tables: dict[int, RouteTable] = {}
+# Keyed by (app pk, app created_on): a pk reused by another app (a restored database, tests)
+# never finds the old app's table.
+_tables: dict[tuple[int, Any], RouteTable] = {}
 _tables_lock = threading.Lock()
 # How many times this process loaded a route table (tests read it).
 loads = {"count": 0}
@@ -205,16 +207,17 @@ def _load_table(app_id: int, generation: int) -> RouteTable:
     return RouteTable(generation=generation, routes=tuple(routes))
 
 
-def route_table(app_id: int, generation: int) -> RouteTable:
+def route_table(app_id: int, generation: int, created_on: Any = None) -> RouteTable:
     """The app's route table, reloaded when its generation moved since this process read it."""
-    table = _tables.get(app_id)
+    key = (app_id, created_on)
+    table = _tables.get(key)
     if table is not None and table.generation == generation:
         return table
     with _tables_lock:
-        table = _tables.get(app_id)
+        table = _tables.get(key)
         if table is None or table.generation != generation:
             table = _load_table(app_id, generation)
-            _tables[app_id] = table
+            _tables[key] = table
     return table
 
 
@@ -254,7 +257,9 @@ def _route_response(route: LiveRoute, params: dict[str, str], method: str) -> Ht
 @csrf_exempt
 def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """An API route of the app: the route spec whose method and path match, as data."""
-    found = App.objects.filter(slug=slug).values_list("pk", "route_generation").first()
+    found = (
+        App.objects.filter(slug=slug).values_list("pk", "route_generation", "created_on").first()
+    )
     if found is None:
         return _not_found()
     table = route_table(*found)

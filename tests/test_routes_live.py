@@ -1,0 +1,186 @@
+"""API routes of the live app (SPEC §5): route specs served as data, route tables per process
+reloaded when the app's route generation moves, restores through the route-save path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from versions import live
+from versions.errors import InvalidInput
+from versions.models import API_ROUTE, SERVER_SCRIPT, Artifact
+from versions.services import delete_artifact, restore_change_set, restore_point, write_artifact
+
+CSP = "sandbox allow-scripts allow-forms"
+
+
+@pytest.fixture
+def save(app, django_capture_on_commit_callbacks):
+    """Write a route spec, running the after-commit generation bump as a commit would."""
+
+    def save(name, spec, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return write_artifact(
+                app, API_ROUTE, name, json.dumps(spec), requested_by="a", tool="t", **kwargs
+            )
+
+    return save
+
+
+def test_a_route_spec_is_served_with_params_substituted_in_every_body_string(client, save):
+    save(
+        "quote",
+        {
+            "method": "GET",
+            "path": "/quotes/{id}",
+            "status": 201,
+            "headers": {"X-Quote": "yes"},
+            "body": {"id": "{id}", "items": [{"ref": "Q-{id}", "n": 3}], "keep": "{other}"},
+        },
+    )
+
+    response = client.get("/apps/quotes/api/quotes/42")
+
+    assert response.status_code == 201
+    assert response["Content-Type"] == "application/json"
+    assert response["X-Quote"] == "yes"
+    assert response["Content-Security-Policy"] == CSP
+    assert response.json() == {"id": "42", "items": [{"ref": "Q-42", "n": 3}], "keep": "{other}"}
+
+
+def test_a_text_body_with_a_text_content_type_is_sent_as_is(client, save):
+    save(
+        "hello",
+        {
+            "method": "GET",
+            "path": "/hello/{name}",
+            "headers": {"Content-Type": "text/plain; charset=utf-8"},
+            "body": "Hello, {name}!",
+        },
+    )
+    response = client.get("/apps/quotes/api/hello/Ana")
+    assert response.content == b"Hello, Ana!"
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+
+
+def test_literal_segments_win_over_parameters(client, save):
+    save("by-id", {"method": "GET", "path": "/quotes/{id}", "body": "id {id}"})
+    save("new", {"method": "GET", "path": "/quotes/new", "body": "the form"})
+    assert client.get("/apps/quotes/api/quotes/new").json() == "the form"
+    assert client.get("/apps/quotes/api/quotes/7").json() == "id 7"
+
+
+def test_methods_are_matched_and_others_answer_405(client, save):
+    save("create", {"method": "POST", "path": "/quotes", "status": 201, "body": {"ok": True}})
+    assert client.post("/apps/quotes/api/quotes").status_code == 201
+    response = client.get("/apps/quotes/api/quotes")
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    assert response["Content-Security-Policy"] == CSP
+
+
+def test_a_route_spec_cannot_weaken_the_sandbox_or_set_cookies(client, save):
+    save(
+        "evil",
+        {
+            "method": "GET",
+            "path": "/evil",
+            "headers": {
+                "Content-Security-Policy": "default-src *",
+                "Set-Cookie": "sessionid=stolen; Path=/",
+                "X-Ok": "1",
+            },
+            "body": "<script>alert(1)</script>",
+        },
+    )
+    response = client.get("/apps/quotes/api/evil")
+    assert response["Content-Security-Policy"] == CSP
+    assert "sessionid" not in response.cookies
+    assert "Set-Cookie" not in response
+    assert response["X-Ok"] == "1"
+
+
+def test_a_deleted_route_and_server_scripts_are_not_served(
+    client, app, save, django_capture_on_commit_callbacks
+):
+    save("gone", {"method": "GET", "path": "/gone", "body": 1})
+    assert client.get("/apps/quotes/api/gone").status_code == 200
+    with django_capture_on_commit_callbacks(execute=True):
+        delete_artifact(app, API_ROUTE, "gone", requested_by="a", tool="t")
+    write_artifact(
+        app, SERVER_SCRIPT, "gone", '{"method": "GET", "path": "/gone"}', requested_by="a", tool="t"
+    )
+    assert client.get("/apps/quotes/api/gone").status_code == 404
+
+
+def test_the_route_table_is_cached_until_the_generation_moves(client, app, save):
+    save("a", {"method": "GET", "path": "/a", "body": "A1"})
+    assert client.get("/apps/quotes/api/a").json() == "A1"
+    loads = live.loads["count"]
+    for _ in range(3):
+        client.get("/apps/quotes/api/a")
+    assert live.loads["count"] == loads
+
+    save("a", {"method": "GET", "path": "/a", "body": "A2"})
+
+    assert client.get("/apps/quotes/api/a").json() == "A2"
+    assert live.loads["count"] == loads + 1
+
+
+def test_a_cached_request_costs_one_query(client, save, django_assert_num_queries):
+    save("a", {"method": "GET", "path": "/a", "body": "A1"})
+    client.get("/apps/quotes/api/a")
+    with django_assert_num_queries(1):
+        client.get("/apps/quotes/api/a")
+
+
+def test_a_write_that_is_not_committed_does_not_bump_the_generation(app):
+    generation = app.route_generation
+    write_artifact(
+        app, API_ROUTE, "a", json.dumps({"method": "GET", "path": "/a"}), requested_by="a", tool="t"
+    )
+    # Inside the test transaction nothing committed, so the bump has not run.
+    app.refresh_from_db()
+    assert app.route_generation == generation
+
+
+def test_restore_all_of_a_route_change_is_served_at_the_next_request(
+    client, app, save, django_capture_on_commit_callbacks
+):
+    save("quote", {"method": "GET", "path": "/quote", "body": "v1"}, run_id="setup")
+    set_id = save("quote", {"method": "GET", "path": "/quote", "body": "v2"}, run_id="turn")
+    set_id = set_id.change_set_id
+    assert client.get("/apps/quotes/api/quote").json() == "v2"
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        receipt = restore_change_set(set_id, by="p")
+
+    assert callbacks, "the restore scheduled the generation bump after commit"
+    assert client.get("/apps/quotes/api/quote").json() == "v1"
+    with django_capture_on_commit_callbacks(execute=True):
+        restore_change_set(receipt.set_id, by="p")
+    assert client.get("/apps/quotes/api/quote").json() == "v2"
+
+
+def test_a_route_moved_to_another_path_is_restored_to_its_old_path(
+    client, app, save, django_capture_on_commit_callbacks
+):
+    point = save("quote", {"method": "GET", "path": "/old", "body": "x"}).restore_point_id
+    save("quote", {"method": "GET", "path": "/new", "body": "x"})
+    assert client.get("/apps/quotes/api/old").status_code == 404
+    moved = Artifact.objects.get(app=app, name="quote")
+    assert moved.route_key == "GET /new"
+
+    later = save("quote", {"method": "GET", "path": "/new", "body": "y"}).restore_point_id
+    with django_capture_on_commit_callbacks(execute=True):
+        restore_point(later, by="p")
+
+    assert client.get("/apps/quotes/api/new").json() == "x"
+    assert point  # the first point recreated nothing: the route existed before it
+
+
+def test_writing_an_ambiguous_route_is_refused_by_the_route_save_path(save):
+    save("one", {"method": "GET", "path": "/q/{id}", "body": 1})
+    with pytest.raises(InvalidInput):
+        save("two", {"method": "GET", "path": "/q/{other}", "body": 2})
