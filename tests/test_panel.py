@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
 from versions import services
-from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.models import App
 
 XSS = "</textarea><script>alert(1)</script><img src=x onerror=alert(2)>"
 PAGE_V1 = "<h1>Quotes</h1>\n<p>Waiting for approval.</p>\n" + "".join(
