@@ -127,8 +127,8 @@ class ExpandedSet:
     restored_by: list[ChangeSet]
 
 
-def _load_sources(changes: list[ArtifactChange]) -> None:
-    """Fill then/now sources of the inline changes from one blob query."""
+def load_sources(changes: list[ArtifactChange]) -> None:
+    """Fill then/now sources of the given inline changes from one blob query."""
     wanted: set[str] = set()
     for ch in changes:
         if not ch.inline:
@@ -178,7 +178,6 @@ def expanded_set(app: App, set_id: str) -> ExpandedSet:
             changes.append(ArtifactChange(artifact=art, point=None, pruned=True))
     for i, ch in enumerate(changes):
         ch.inline = i < INLINE_DIFFS
-    _load_sources(changes)
     history = release_history(app)
     restored_by = list(
         ChangeSet.objects.filter(restored_from=cs)
@@ -291,10 +290,11 @@ def get_point(app: App, point_id: str) -> RestorePoint:
 
 
 def point_change(point: RestorePoint) -> ArtifactChange:
-    """The then→now change of one point (previous source → the artifact's current source)."""
-    change = ArtifactChange(artifact=point.artifact, point=point)
-    _load_sources([change])
-    return change
+    """The then→now change of one point (previous source → the artifact's current source).
+
+    Sources are loaded by the caller (``load_sources``) only when a diff is not cached.
+    """
+    return ArtifactChange(artifact=point.artifact, point=point)
 
 
 def restore_set(app: App, set_id: str) -> ChangeSet:

@@ -19,8 +19,12 @@ def test_hostile_source_shows_as_text_everywhere_and_no_dialog_opens(
     page, live_server, make_user, sign_in, problems
 ):
     app = App.objects.create(slug="hostile", name="Hostile <b>app</b>")
-    services.write_artifact(app, "pltf_page", XSS_NAME, "<p>fine</p>\n", requested_by=XSS, tool=XSS, run_id="r1")
-    r = services.write_artifact(app, "pltf_page", XSS_NAME, XSS, requested_by=XSS, tool=XSS, run_id="r2")
+    services.write_artifact(
+        app, "pltf_page", XSS_NAME, "<p>fine</p>\n", requested_by=XSS, tool=XSS, run_id="r1"
+    )
+    r = services.write_artifact(
+        app, "pltf_page", XSS_NAME, XSS, requested_by=XSS, tool=XSS, run_id="r2"
+    )
     make_user("rvaid", superuser=True)
     sign_in(page, "rvaid")
     expect(page.get_by_role("link", name="Hostile <b>app</b>")).to_be_visible()

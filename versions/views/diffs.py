@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
@@ -34,6 +36,66 @@ IDENTICAL = (
     "A restore would skip it."
 )
 CHANGED_SINCE = "This artifact changed since the diff was shown. Reload to see the current diff."
+
+
+# Computed diffs by (then blob, now blob): blobs are content-addressed, so the key is the
+# content. Paging and expanders then reuse the first view's result without reloading sources.
+_RESULTS: OrderedDict[tuple[str, str], diffing.DiffResult] = OrderedDict()
+_RESULTS_LOCK = threading.Lock()
+RESULTS_SIZE = 16
+_ABSENT = "-"
+
+
+def _key(change: ArtifactChange) -> tuple[str, str]:
+    point = change.point
+    then = (
+        (point.previous_blob_id or "") if point is not None and point.previous_existed else _ABSENT
+    )
+    now = _ABSENT if change.artifact.deleted else (change.artifact.blob_id or "")
+    return then, now
+
+
+def _cached(key: tuple[str, str]) -> diffing.DiffResult | None:
+    with _RESULTS_LOCK:
+        hit = _RESULTS.get(key)
+        if hit is not None:
+            _RESULTS.move_to_end(key)
+        return hit
+
+
+def _remember(key: tuple[str, str], result: diffing.DiffResult) -> None:
+    with _RESULTS_LOCK:
+        _RESULTS[key] = result
+        while len(_RESULTS) > RESULTS_SIZE:
+            _RESULTS.popitem(last=False)
+
+
+def clear_cache() -> None:
+    """Forget computed diffs (benchmarks measure first views)."""
+    with _RESULTS_LOCK:
+        _RESULTS.clear()
+
+
+def prepare(changes: list[ArtifactChange]) -> None:
+    """Load, in one query, the sources of the inline changes whose diff is not cached."""
+    selectors.load_sources(
+        [ch for ch in changes if ch.inline and ch.point is not None and _cached(_key(ch)) is None]
+    )
+
+
+def diff_result(change: ArtifactChange) -> diffing.DiffResult:
+    """The then→now diff of a change (cached by content); sources loaded when needed."""
+    key = _key(change)
+    result = _cached(key)
+    if result is None:
+        if change.now_source is None and change.then_source is None:
+            selectors.load_sources([change])
+        point = change.point
+        then = change.then_source if point is not None and point.previous_existed else None
+        now = None if change.artifact.deleted else (change.now_source or "")
+        result = diffing.compute_diff(then, now)
+        _remember(key, result)
+    return result
 
 
 @dataclass
@@ -75,12 +137,10 @@ def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
         return DiffView(change, "not_stored", NOT_STORED.format(size=kb(point.previous_size)))
     if not point.previous_existed and artifact.deleted:
         return DiffView(change, "absent", ABSENT)
-    then = change.then_source if point.previous_existed else None
-    now = None if artifact.deleted else (change.now_source or "")
-    if point.previous_existed and then is None:
+    if point.previous_existed and not point.previous_blob_id:
         # Stored but its blob is gone: treat as not stored rather than guess.
         return DiffView(change, "not_stored", NOT_STORED.format(size=kb(point.previous_size)))
-    result = diffing.cached_diff(then, now)
+    result = diff_result(change)
     if result.is_added:
         status, message = "added", ADDED
     elif result.is_removed:
@@ -136,12 +196,9 @@ def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     old_start = _int(request.GET.get("old"))
     new_start = _int(request.GET.get("new"))
     count = _int(request.GET.get("count"))
-    change = selectors.point_change(point)
     take = min(count, GAP_CHUNK)
     try:
-        rows = diffing.context_lines(
-            change.then_source, change.now_source, old_start, new_start, take
-        )
+        rows = diff_result(selectors.point_change(point)).context_lines(old_start, new_start, take)
     except diffing.StaleContext:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     rest = None

@@ -12,13 +12,19 @@ from django.views.decorators.http import require_GET
 from versions import selectors
 from versions.models import App, RestorePoint
 from versions.views._common import is_fragment, panel_view, perms
-from versions.views.diffs import build_diff
+from versions.views.diffs import build_diff, prepare
 
 # Another engineer's workspace section appears on the home page as soon as its template exists.
 WORKSPACES_TEMPLATES = [
     "versions/workspace/_home_section.html",
     "versions/partials/_workspaces_placeholder.html",
 ]
+
+
+def _workspace_cards() -> list[dict[str, Any]]:
+    from versions.views_workspace import workspace_cards  # the workspace engineer's module
+
+    return workspace_cards()
 
 
 @require_GET
@@ -31,6 +37,7 @@ def home(request: HttpRequest) -> HttpResponse:
         {
             "apps": list(selectors.app_list()),
             "workspaces_template": select_template(WORKSPACES_TEMPLATES).template.name,  # type: ignore[attr-defined]
+            "workspace_cards": _workspace_cards(),
         },
     )
 
@@ -73,6 +80,7 @@ def expanded_set_context(
 ) -> dict[str, Any]:
     """Everything the expanded row of a set shows."""
     xs = selectors.expanded_set(app, set_id)
+    prepare(xs.changes)
     diffs = [build_diff(ch) for ch in xs.changes]
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
     return {
