@@ -2,11 +2,13 @@
 
 from django.urls import path
 
-from versions import views
+from versions import views, views_release, views_workspace
 
 app_name = "versions"
 
 _APP = "apps/<slug:slug>/versions/"
+# A changes log: "logs/<file name>" at the workspace root, or "undo/<stamp>" for a counter log.
+_LOG = "workspaces/<str:name>/<str:kind>/<str:log>/"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -37,5 +39,26 @@ urlpatterns = [
     path(f"{_APP}points/<str:point_id>/diff/context/", views.diff_context, name="diff_context"),
     path(f"{_APP}restore-sets/<str:set_id>/", views.receipt, name="receipt"),
     path(f"{_APP}restore-sets/<str:set_id>/receipt.json", views.receipt_json, name="receipt_json"),
+    # Workspaces (SPEC §9): changes logs as change sets, rolled back with Restore all.
+    path("workspaces/", views_workspace.workspaces, name="workspaces"),
+    path("workspaces/<str:name>/", views_workspace.workspace, name="workspace"),
+    path(f"{_LOG}", views_workspace.workspace_log, name="workspace_log"),
+    path(f"{_LOG}restore/", views_workspace.workspace_restore, name="workspace_restore"),
+    path(
+        f"{_LOG}files/<str:file_id>/diff/page/",
+        views_workspace.workspace_diff_page,
+        name="workspace_diff_page",
+    ),
+    path(
+        f"{_LOG}files/<str:file_id>/diff/context/",
+        views_workspace.workspace_diff_context,
+        name="workspace_diff_context",
+    ),
+    path(f"{_APP}since-release/", views_release.since_release, name="since_release"),
+    path(
+        f"{_APP}since-release/restore/",
+        views_release.restore_to_release,
+        name="restore_to_release",
+    ),
     # Live app routes (versions/live.py) go below this line.
 ]

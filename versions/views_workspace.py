@@ -1,0 +1,624 @@
+"""Workspaces in the panel (SPEC §9): each changes log as a change set, its backup→current
+diffs, and `Restore all` rolling it back through `versions.workspace` after the seed's prompt.
+
+Everything a log names is untrusted. A log is only ever found by looking its name up in the
+listing of the registered folder (never by joining URL text onto a path), the paths inside it are
+contained by the engine's own `summary()`, and every text shown is escaped by the templates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from versions import conf, diffing
+from versions.templatetags.versions_panel import kb
+from versions.views._common import (
+    NO_RESTORE,
+    RESTORE_PERM,
+    forbidden,
+    is_fragment,
+    panel_view,
+    perms,
+)
+from versions.workspace import (
+    ChangesLogError,
+    RollbackInputError,
+    load_changes_log,
+    rollback,
+    summary,
+)
+
+# Logs the panel lists: at the workspace root, named like the seed's `.{domain}-changes.json`.
+LOG_PATTERN = "*changes*.json"
+UNDO_DIR = ".rollback-undo"
+UNDO_LOG_NAME = "changes.json"
+LOGS = "logs"
+UNDO = "undo"
+KINDS = (LOGS, UNDO)
+MAX_LOGS = 200
+# A diff reads both sides whole; past this the file is described, not shown.
+MAX_SHOWN_BYTES = 2 * 1024 * 1024
+MAX_LOG_BYTES = 5 * 1024 * 1024
+HUNKS_PER_PAGE = 20
+GAP_CHUNK = 200
+_FILE_ID = re.compile(r"^([mc])(\d{1,6})$")
+_USABLE_NAME = re.compile(r"^[^/\\\x00]{1,200}$")
+
+NO_FOLDER = "The folder {folder} does not exist (or is not a folder), so it has no changes logs."
+REFUSED = "This changes log would be refused, so it cannot be rolled back. Nothing was done."
+STALE_LOG = (
+    "The changes log changed after the confirmation summary was shown, so nothing was done. "
+    "Review it again, then confirm."
+)
+BUSY = "A rollback of this changes log is already running. Wait for it to end, then reload."
+STOPPED = "The rollback stopped with an error: {error}. Steps before it may have run; see {undo}."
+CHANGED_SINCE = "This file changed since the diff was shown. Reload to see the current diff."
+
+NO_BACKUP = "Backup not found: {backup}. Rolling back cannot restore this file; it stays as it is."
+GONE_NOW = "The file no longer exists. Rolling back recreates it from the backup."
+SAME_AS_BACKUP = (
+    "Its current content matches the backup byte for byte. Rolling back rewrites it as is."
+)
+CREATED = "Created by this phase: it did not exist before. Rolling back deletes it."
+CREATED_GONE = "Created by this phase, but it no longer exists: there is nothing to delete."
+CREATED_FOLDER = "A folder created by this phase. Rolling back deletes it with everything in it."
+TOO_BIG = "{side} is {size}, over the {limit} shown in the panel, so the diff is not shown."
+BINARY = (
+    "{side} is binary ({size}), so it is not shown as text. Rolling back still works byte for byte."
+)
+UNREADABLE = "{side} cannot be read: {reason}."
+NOT_REGULAR = "{side} is not a regular file, so it is not shown."
+
+
+# ------------------------------------------------------------------------------------------
+# Reading: workspaces, their logs, a log's state, its diffs
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A registered workspace: its name and folder (resolved when it exists)."""
+
+    name: str
+    folder: str
+
+    @property
+    def root(self) -> Path:
+        return Path(self.folder).expanduser().resolve()
+
+    @property
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    @property
+    def usable(self) -> bool:
+        """A name a URL segment can carry."""
+        return bool(_USABLE_NAME.match(self.name))
+
+
+@dataclass
+class LogRef:
+    """One changes log found in a workspace's listing."""
+
+    workspace: Workspace
+    kind: str  # LOGS (at the root) or UNDO (a counter log in .rollback-undo/<stamp>/)
+    name: str  # the file name, or the stamp folder of a counter log
+    path: Path
+    mtime: float
+    size: int
+    rolled_back_by: list[LogRef] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.name if self.kind == LOGS else f"{UNDO_DIR}/{self.name}/{UNDO_LOG_NAME}"
+
+    @property
+    def dom_id(self) -> str:
+        digest = hashlib.sha1(f"{self.kind}/{self.name}".encode(), usedforsecurity=False)
+        return "log-" + digest.hexdigest()[:12]
+
+    def url(self, view: str = "workspace_log", *extra: str) -> str:
+        return reverse(f"versions:{view}", args=[self.workspace.name, self.kind, self.name, *extra])
+
+    @property
+    def restore_url(self) -> str:
+        return self.url("workspace_restore")
+
+
+def registered() -> list[Workspace]:
+    """The workspaces of `VERSIONS_WORKSPACES`, by name."""
+    return [Workspace(str(n), str(f)) for n, f in sorted(conf.workspaces().items())]
+
+
+def get_workspace(name: str) -> Workspace:
+    for ws in registered():
+        if ws.name == name and ws.usable:
+            return ws
+    raise Http404("There is no such workspace.")
+
+
+def _regular(path: Path) -> os.stat_result | None:
+    """lstat of a plain file (no symlink, no device, no FIFO), else None."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def list_logs(ws: Workspace) -> list[LogRef]:
+    """Changes logs at the workspace root and the rollback's counter logs, newest first."""
+    if not ws.exists:
+        return []
+    root = ws.root
+    refs: list[LogRef] = []
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                if fnmatch(entry.name, LOG_PATTERN) and (st := _regular(path)):
+                    refs.append(LogRef(ws, LOGS, entry.name, path, st.st_mtime, st.st_size))
+    except OSError:
+        return []
+    undo = root / UNDO_DIR
+    undo_st = None
+    try:
+        undo_st = undo.lstat()
+    except OSError:
+        pass
+    if undo_st is not None and stat.S_ISDIR(undo_st.st_mode):  # never through a symlink
+        try:
+            with os.scandir(undo) as entries:
+                for entry in entries:
+                    usable = _USABLE_NAME.match(entry.name)
+                    if not usable or not entry.is_dir(follow_symlinks=False):
+                        continue
+                    log = Path(entry.path) / UNDO_LOG_NAME
+                    if st := _regular(log):
+                        refs.append(LogRef(ws, UNDO, entry.name, log, st.st_mtime, st.st_size))
+        except OSError:
+            pass
+    refs.sort(key=lambda r: (-r.mtime, r.kind, r.name))
+    return refs[:MAX_LOGS]
+
+
+def link_rollbacks(refs: list[LogRef]) -> None:
+    """Attach to each log the counter logs whose rollback it was (their metadata says so)."""
+    by_path = {str(r.path.resolve()): r for r in refs}
+    for ref in refs:
+        if ref.kind != UNDO:
+            continue
+        try:
+            source = load_changes_log(ref.path).metadata.get("rollback_of")
+        except ChangesLogError:
+            continue
+        target = by_path.get(str(source)) if isinstance(source, str) else None
+        if target is not None:
+            target.rolled_back_by.append(ref)
+
+
+@dataclass
+class LogState:
+    """A log as it is now: its bytes' sha256, and the engine's summary or its refusal."""
+
+    ref: LogRef
+    sha256: str
+    data: dict[str, Any] | None
+    errors: list[str]
+
+    @property
+    def refused(self) -> bool:
+        return self.data is None
+
+
+def read_state(ref: LogRef) -> LogState:
+    try:
+        with open(ref.path, "rb") as handle:
+            sha = hashlib.sha256(handle.read(MAX_LOG_BYTES + 1)).hexdigest()
+    except OSError:
+        sha = ""
+    try:
+        data = summary(ref.path, workspace=ref.workspace.root)
+    except RollbackInputError as exc:
+        return LogState(ref, sha, None, list(exc.errors))
+    return LogState(ref, sha, data, [])
+
+
+@dataclass
+class FileSide:
+    """One side of a diff read from disk: text, or why there is none."""
+
+    state: str  # text | missing | folder | too_big | binary | unreadable | special
+    text: str | None = None
+    size: int = 0
+    reason: str = ""
+    digest: bytes = b""
+
+
+def read_side(path: Path, root: Path) -> FileSide:
+    """Read a file the engine already contained; re-check containment, cap the size, no FIFOs."""
+    real = Path(os.path.realpath(path))
+    if real != root and root not in real.parents:
+        return FileSide("special")
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return FileSide("missing")
+    except OSError as exc:
+        return FileSide("unreadable", reason=exc.strerror or str(exc))
+    if stat.S_ISDIR(st.st_mode):
+        return FileSide("folder")
+    if not stat.S_ISREG(st.st_mode):
+        return FileSide("special")
+    if st.st_size > MAX_SHOWN_BYTES:
+        return FileSide("too_big", size=st.st_size)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return FileSide("special")
+            raw = handle.read(MAX_SHOWN_BYTES + 1)
+    except OSError as exc:
+        return FileSide("unreadable", reason=exc.strerror or str(exc))
+    digest = hashlib.sha256(raw).digest()
+    if len(raw) > MAX_SHOWN_BYTES:
+        return FileSide("too_big", size=len(raw))
+    if b"\x00" in raw:
+        return FileSide("binary", size=len(raw), digest=digest)
+    try:
+        return FileSide("text", raw.decode("utf-8"), len(raw), digest=digest)
+    except UnicodeDecodeError:
+        return FileSide("binary", size=len(raw), digest=digest)
+
+
+@dataclass
+class FileDiff:
+    """What the panel shows for one modified or created file of a log."""
+
+    ref: LogRef
+    file_id: str  # m<index> (files_modified) or c<index> (files_created)
+    path: str
+    backup: str | None
+    status: str  # changed | added | removed | identical | absent | no_backup | folder | unshown
+    message: str
+    old: str | None = None
+    new: str | None = None
+    key: str = ""
+    result: diffing.DiffResult | None = None
+    page: diffing.DiffPage | None = None
+
+    @property
+    def dom_id(self) -> str:
+        return f"{self.ref.dom_id}-{self.file_id}"
+
+    @property
+    def lines_added(self) -> int:
+        return self.result.lines_added if self.result else 0
+
+    @property
+    def lines_removed(self) -> int:
+        return self.result.lines_removed if self.result else 0
+
+    @property
+    def page_url(self) -> str:
+        return self.ref.url("workspace_diff_page", self.file_id)
+
+    @property
+    def context_url(self) -> str:
+        return self.ref.url("workspace_diff_context", self.file_id)
+
+
+def _side_problem(side: FileSide, label: str) -> str | None:
+    if side.state == "too_big":
+        return TOO_BIG.format(side=label, size=kb(side.size), limit=kb(MAX_SHOWN_BYTES))
+    if side.state == "binary":
+        return BINARY.format(side=label, size=kb(side.size))
+    if side.state == "unreadable":
+        return UNREADABLE.format(side=label, reason=side.reason)
+    if side.state in ("special", "folder"):
+        return NOT_REGULAR.format(side=label)
+    return None
+
+
+def _key(old: FileSide, new: FileSide) -> str:
+    """Identifies both sides as read, so a later page of a diff can tell they changed since."""
+    return hashlib.sha256(
+        f"{old.state}:{new.state}:".encode() + old.digest + b":" + new.digest
+    ).hexdigest()[:32]
+
+
+def _with_result(diff: FileDiff, page: int = 1) -> FileDiff:
+    diff.result = diffing.cached_diff(diff.old, diff.new)
+    if diff.result.hunk_count:
+        number = min(max(1, page), diff.result.num_pages(HUNKS_PER_PAGE))
+        diff.page = diff.result.page(number, HUNKS_PER_PAGE)
+    return diff
+
+
+def modified_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) -> FileDiff:
+    root = ref.workspace.root
+    fid = f"m{index}"
+    if not entry["backup_exists"]:
+        msg = NO_BACKUP.format(backup=entry["backup"])
+        return FileDiff(ref, fid, entry["path"], entry["backup"], "no_backup", msg)
+    old = read_side(Path(entry["backup_path"]), root)
+    new = read_side(Path(entry["target"]), root)
+    diff = FileDiff(ref, fid, entry["path"], entry["backup"], "unshown", "", key=_key(old, new))
+    problem = _side_problem(old, "The backup") or (
+        _side_problem(new, "The current file") if new.state != "missing" else None
+    )
+    if problem:
+        if old.digest and old.digest == new.digest:
+            problem += " " + SAME_AS_BACKUP
+        diff.message = problem
+        return diff
+    diff.old = old.text
+    diff.new = None if new.state == "missing" else new.text
+    _with_result(diff, page)
+    assert diff.result is not None
+    if diff.result.is_removed:
+        diff.status, diff.message = "removed", GONE_NOW
+    elif diff.result.identical:
+        diff.status, diff.message = "identical", SAME_AS_BACKUP
+    else:
+        diff.status = "changed"
+    return diff
+
+
+def created_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) -> FileDiff:
+    root = ref.workspace.root
+    fid = f"c{index}"
+    new = read_side(Path(entry["target"]), root)
+    missing = FileSide("missing")
+    diff = FileDiff(ref, fid, entry["path"], None, "added", CREATED, key=_key(missing, new))
+    if new.state == "missing":
+        diff.status, diff.message = "absent", CREATED_GONE
+        return diff
+    if new.state == "folder":
+        diff.status, diff.message = "folder", CREATED_FOLDER
+        return diff
+    problem = _side_problem(new, "The file")
+    if problem:
+        diff.message = f"{CREATED} {problem}"
+        return diff
+    diff.new = new.text
+    return _with_result(diff, page)
+
+
+def file_diffs(state: LogState) -> list[FileDiff]:
+    if state.data is None:
+        return []
+    out = [modified_diff(state.ref, i, e) for i, e in enumerate(state.data["files_modified"])]
+    out += [created_diff(state.ref, i, e) for i, e in enumerate(state.data["files_created"])]
+    return out
+
+
+def one_diff(state: LogState, file_id: str, page: int = 1) -> FileDiff:
+    match = _FILE_ID.match(file_id)
+    if state.data is None or match is None:
+        raise Http404("There is no such file in this changes log.")
+    group, index = match.group(1), int(match.group(2))
+    entries = state.data["files_modified" if group == "m" else "files_created"]
+    if index >= len(entries):
+        raise Http404("There is no such file in this changes log.")
+    build = modified_diff if group == "m" else created_diff
+    return build(state.ref, index, entries[index], page)
+
+
+def workspace_cards() -> list[dict[str, Any]]:
+    """The registered workspaces with how many changes logs each holds, for the home page."""
+    cards = []
+    for ws in registered():
+        logs = list_logs(ws) if ws.usable else []
+        cards.append(
+            {
+                "ws": ws,
+                "log_count": sum(1 for r in logs if r.kind == LOGS),
+                "undo_count": sum(1 for r in logs if r.kind == UNDO),
+                "last": max((r.mtime for r in logs), default=None),
+            }
+        )
+    return cards
+
+
+# ------------------------------------------------------------------------------------------
+# Views
+# ------------------------------------------------------------------------------------------
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value or default)
+    except ValueError:
+        return default
+
+
+@require_GET
+@panel_view
+def workspaces(request: HttpRequest) -> HttpResponse:
+    """Every registered workspace (the same cards as on the home page)."""
+    return render(request, "versions/workspace_list.html", {"workspace_cards": workspace_cards()})
+
+
+@require_GET
+@panel_view
+def workspace(request: HttpRequest, name: str) -> HttpResponse:
+    """One workspace: its changes logs as change-set rows, newest first."""
+    ws = get_workspace(name)
+    refs = list_logs(ws)
+    link_rollbacks(refs)
+    rows = [read_state(ref) for ref in refs]
+    ctx = {
+        "ws": ws,
+        "rows": rows,
+        "missing": None if ws.exists else NO_FOLDER.format(folder=ws.folder),
+        "max_logs": MAX_LOGS,
+        **perms(request),
+    }
+    return render(request, "versions/workspace_page.html", ctx)
+
+
+def _log_context(request: HttpRequest, state: LogState, **extra: Any) -> dict[str, Any]:
+    return {
+        "ws": state.ref.workspace,
+        "ref": state.ref,
+        "st": state,
+        "diffs": file_diffs(state),
+        "metadata_json": (
+            json.dumps(state.data["metadata"], indent=2, ensure_ascii=False)
+            if state.data and state.data["metadata"]
+            else ""
+        ),
+        "expanded": True,
+        **perms(request),
+        **extra,
+    }
+
+
+def _state_of(name: str, kind: str, log: str) -> LogState:
+    ws = get_workspace(name)
+    refs = list_logs(ws)
+    link_rollbacks(refs)
+    for ref in refs:
+        if ref.kind == kind and ref.name == log:
+            return read_state(ref)
+    raise Http404("There is no such changes log in this workspace.")
+
+
+@require_GET
+@panel_view
+def workspace_log(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
+    """One changes log expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
+    state = _state_of(name, kind, log)
+    if is_fragment(request) and request.GET.get("collapsed"):
+        ctx = {"ws": state.ref.workspace, "st": state, "ref": state.ref, **perms(request)}
+        return render(request, "versions/partials/_workspace_log_row.html", ctx)
+    ctx = _log_context(request, state)
+    if is_fragment(request):
+        return render(request, "versions/partials/_workspace_log_expanded.html", ctx)
+    return render(request, "versions/workspace_log_page.html", ctx)
+
+
+@require_GET
+@panel_view
+def workspace_diff_page(
+    request: HttpRequest, name: str, kind: str, log: str, file_id: str
+) -> HttpResponse:
+    """The next page of hunks of one file's backup→current diff."""
+    state = _state_of(name, kind, log)
+    diff = one_diff(state, file_id, page=_int(request.GET.get("page"), 1))
+    if request.GET.get("now", diff.key) != diff.key or diff.page is None:
+        ctx = {"message": CHANGED_SINCE}
+        return render(request, "versions/partials/_diff_stale.html", ctx)
+    return render(request, "versions/partials/_workspace_diff_page.html", {"diff": diff})
+
+
+@require_GET
+@panel_view
+def workspace_diff_context(
+    request: HttpRequest, name: str, kind: str, log: str, file_id: str
+) -> HttpResponse:
+    """Unchanged lines behind an "N unchanged lines" expander."""
+    state = _state_of(name, kind, log)
+    diff = one_diff(state, file_id)
+    if request.GET.get("now", diff.key) != diff.key or diff.result is None:
+        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
+    old_start = _int(request.GET.get("old"))
+    new_start = _int(request.GET.get("new"))
+    count = _int(request.GET.get("count"))
+    take = max(0, min(count, GAP_CHUNK))
+    try:
+        rows = diffing.context_lines(diff.old, diff.new, old_start, new_start, take)
+    except (diffing.StaleContext, ValueError, IndexError):
+        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
+    rest = diffing.Gap(old_start + take, new_start + take, count - take) if count > take else None
+    ctx = {"diff": diff, "rows": rows, "rest": rest}
+    return render(request, "versions/partials/_workspace_diff_context.html", ctx)
+
+
+@require_http_methods(["GET", "POST"])
+@panel_view
+def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
+    """GET: the dialog with the seed's confirmation summary. POST: Confirm restore, the report."""
+    if not request.user.has_perm(RESTORE_PERM):
+        return forbidden(request, NO_RESTORE)
+    state = _state_of(name, kind, log)
+    if request.method == "GET":
+        ctx = {"ws": state.ref.workspace, "ref": state.ref, "st": state, **perms(request)}
+        if is_fragment(request):
+            return render(request, "versions/partials/_workspace_dialog.html", ctx)
+        return render(request, "versions/workspace_confirm_page.html", ctx)
+
+    if state.refused:
+        return _after(request, state, {"error": REFUSED}, status=422)
+    if request.POST.get("log_sha") != state.sha256:
+        return _after(request, state, {"error": STALE_LOG}, status=409)
+    assert state.data is not None
+    try:
+        report = _rollback_locked(state)
+    except BlockingIOError:
+        return _after(request, state, {"error": BUSY}, status=409)
+    except OSError as exc:
+        error = STOPPED.format(error=exc.strerror or exc, undo=f"{UNDO_DIR}/")
+        return _after(request, state, {"error": error}, status=200)
+    # Show the log as it is after the rollback, with the report above its diffs.
+    refs = list_logs(state.ref.workspace)
+    link_rollbacks(refs)
+    after = next((r for r in refs if r.kind == state.ref.kind and r.name == state.ref.name), None)
+    new_state = read_state(after) if after is not None else state
+    return _after(request, new_state, {"report": report, **_report_extras(refs, report)})
+
+
+def _rollback_locked(state: LogState) -> dict[str, Any]:
+    """Roll back with an exclusive lock on the log, so two confirmations never run at once."""
+    assert state.data is not None
+    fd = os.open(state.ref.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # The person confirmed in the dialog (the seed's prompt): no second confirmation here.
+        return rollback(
+            state.ref.path, state.data["phase"], confirm=None, workspace=state.ref.workspace.root
+        )
+    finally:
+        os.close(fd)
+
+
+def _report_extras(refs: list[LogRef], report: dict[str, Any]) -> dict[str, Any]:
+    """The report as indented JSON, and the counter log it names when the panel lists it."""
+    undo_ref = None
+    undo_log = report.get("undo_log")
+    if isinstance(undo_log, str):
+        wanted = str(Path(undo_log).resolve())
+        undo_ref = next((r for r in refs if str(r.path.resolve()) == wanted), None)
+    return {
+        "report_json": json.dumps(report, indent=2, ensure_ascii=False),
+        "undo_ref": undo_ref,
+    }
+
+
+def _after(
+    request: HttpRequest, state: LogState, extra: dict[str, Any], status: int = 200
+) -> HttpResponse:
+    ctx = _log_context(request, state, **extra)
+    if not is_fragment(request):
+        return render(request, "versions/workspace_report_page.html", ctx, status=status)
+    html = str(
+        render_to_string("versions/partials/_workspace_log_expanded.html", ctx, request=request)
+    )
+    html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close the dialog
+    return HttpResponse(html, status=status)
