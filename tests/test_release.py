@@ -78,6 +78,8 @@ def snapshot(app: App) -> dict[Key, bytes | None]:
     """Every artifact's current bytes (None for a tombstone)."""
     out: dict[Key, bytes | None] = {}
     for artifact in Artifact.objects.filter(app=app).select_related("blob"):
+        if not artifact.deleted:  # the recorded size is the size of the bytes
+            assert artifact.size == len(artifact.blob.raw)  # type: ignore[union-attr]
         out[(artifact.collection, artifact.name)] = (
             None if artifact.deleted else artifact.blob.raw  # type: ignore[union-attr]
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ from versions.services.restore import (
     _restore_targets,
     _run,
     normalise_expected,
+    target_for_point,
 )
 from versions.services.validation import validate_optional_id
 
@@ -135,17 +136,33 @@ class ArtifactState:
         return CHANGED
 
     def target(self) -> RestoreTarget:
-        """This state as a target of the restore engine."""
+        """This state as a target of the restore engine.
+
+        A state known from a point is that point's "state before" (the engine's own reading
+        of a point, so sizes and line counts come with it); a pruned one is a target the
+        pre-flight refuses with the reason in words. A ``current`` state is the artifact's
+        live blob, which the engine skips as already matching.
+        """
         point = self.point
+        if self.status in (STORED, NOT_STORED) and point is not None:
+            target = target_for_point(
+                artifact_id=self.artifact.pk,
+                point_id=point.id,
+                previous_existed=point.previous_existed,
+                previous_blob_id=point.previous_blob_id,
+                previous_sha256=point.previous_sha256,
+                previous_size=point.previous_size,
+                new_sha256=point.new_sha256,
+                lines_added=point.lines_added,
+                lines_removed=point.lines_removed,
+            )
+            return replace(target, unavailable=self.reason) if self.reason else target
         return RestoreTarget(
             artifact_id=self.artifact.pk,
             sha256=self.sha256,
             blob_id=self.blob_id,
             point_id=point.id if point is not None else None,
             unavailable=self.reason,
-            point_new_sha256=point.new_sha256 if point is not None else None,
-            point_lines_added=point.lines_added if point is not None else 0,
-            point_lines_removed=point.lines_removed if point is not None else 0,
         )
 
 
