@@ -13,7 +13,7 @@ from django.test import override_settings
 from versions import ids, services
 from versions.errors import InvalidInput, NotFound, StaleWrite, VersionsError
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
-from versions.services import validation
+from versions.services import _sql, validation
 
 PAGE = "pltf_page"
 CSS = "pltf_stylesheet"
@@ -282,7 +282,7 @@ def test_if_the_point_cannot_be_stored_the_write_does_not_land(app, monkeypatch)
     def broken(*args, **kwargs):
         raise DatabaseError("disk full")
 
-    monkeypatch.setattr(RestorePoint.objects, "create", broken)
+    monkeypatch.setattr(_sql, "insert_point", broken)
     with pytest.raises(DatabaseError):
         write(app, "index", "v2")
     assert Artifact.objects.get(app=app).source == "v1"

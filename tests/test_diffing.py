@@ -649,3 +649,22 @@ def test_count_line_changes_matches_compute_diff_on_realistic_css() -> None:
     assert (result.lines_added, result.lines_removed) == (60, 60)
     assert count_line_changes(a, b) == (60, 60)
     assert result.hunk_count <= 60 and result.num_pages() >= 1
+
+
+_line_soup = st.lists(st.sampled_from(["a", "b", "c", "\n", "\n", "x\n", "foo\n", "é\r\n"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(old=_line_soup, new=_line_soup)
+def test_counting_trims_shared_ends_without_changing_the_counts(old, new):
+    old_text, new_text = "".join(old), "".join(new)
+    a, a_noeol = diffing.split_lines(old_text)
+    b, b_noeol = diffing.split_lines(new_text)
+    if old_text == new_text:
+        expected = (0, 0)
+    elif not a or not b:
+        expected = (len(b), len(a))
+    else:
+        ops, _ = diffing.line_ops(diffing._keys(a, a_noeol), diffing._keys(b, b_noeol))
+        expected = (sum(n for op, n in ops if op == "+"), sum(n for op, n in ops if op == "-"))
+    assert count_line_changes(old_text, new_text) == expected

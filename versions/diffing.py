@@ -305,6 +305,41 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
     return _normalize(ops)
 
 
+def _common_prefix_len(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix_len(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _trim_common_lines(old: str, new: str) -> tuple[str, str]:
+    """Drop the whole lines ``old`` and ``new`` share at both ends; the counts stay the same."""
+    head = old.rfind("\n", 0, _common_prefix_len(old, new)) + 1
+    old, new = old[head:], new[head:]
+    tail = _common_suffix_len(old, new)
+    # Keep only the part of the shared tail after its first newline: whole lines on both sides.
+    cut = old.find("\n", len(old) - tail) if tail else -1
+    if cut == -1:
+        return old, new
+    keep = len(old) - (cut + 1)
+    return old[: len(old) - keep], new[: len(new) - keep]
+
+
 def count_line_changes(
     old: str | None, new: str | None, *, engine: EngineName | None = None
 ) -> tuple[int, int]:
@@ -315,6 +350,9 @@ def count_line_changes(
     old, new = old or "", new or ""
     if old == new:
         return 0, 0
+    # Agents edit a region, not the whole file: set aside the whole lines both sides share at
+    # the start and the end (found with C-speed slice comparisons) before splitting into lines.
+    old, new = _trim_common_lines(old, new)
     a, a_noeol = split_lines(old)
     b, b_noeol = split_lines(new)
     if not a or not b:

@@ -9,11 +9,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from versions import conf, ids
+from versions.diffing import count_line_changes
 from versions.errors import NotFound, StaleWrite
-from versions.models import API_ROUTE, App, Artifact, ChangeSet, RestorePoint
-from versions.services import retention, routes
-from versions.services._store import lock_artifact, lock_or_create_artifact, repoint, sha256_hex
-from versions.services._store import store_blob as _store_blob
+from versions.models import API_ROUTE, App, Artifact
+from versions.services import _sql, retention, routes
+from versions.services._store import sha256_hex
 from versions.services.validation import (
     encode_source,
     validate_collection,
@@ -74,68 +74,41 @@ def resolve_app(app: App | str) -> App:
     return found
 
 
-def check_expected(artifact: Artifact, expected_sha256: str | None) -> None:
+def check_expected(
+    current: Artifact | _sql.ArtifactRow | None, name: str, expected_sha256: str | None
+) -> None:
     """Refuse a stale write: the writer's expected hash is not the current one."""
     if expected_sha256 is None:
         return
-    if expected_sha256 != artifact.sha256:
+    current_sha = current.sha256 if current is not None else ""
+    if expected_sha256 != current_sha:
         raise StaleWrite(
             STALE_WRITE.format(
-                name=artifact.name,
-                expected=_short(expected_sha256),
-                current=_short(artifact.sha256),
+                name=name, expected=_short(expected_sha256), current=_short(current_sha)
             ),
-            current_sha256=artifact.sha256,
+            current_sha256=current_sha,
         )
 
 
-def count_line_changes(old: str, new: str) -> tuple[int, int]:
-    """Lines added and removed going from ``old`` to ``new`` (diff-match-patch line mode)."""
-    from versions.diffing import count_line_changes as count
-
-    return count(old, new)
-
-
-def _change_set_for(app: App, *, point_id: str, ms: int, run_id: str, turn_id: str, by: str) -> str:
+def _change_set_for(
+    app_id: int, *, point_id: str, ms: int, run_id: str, turn_id: str, by: str
+) -> str:
     """The change set a new capture joins: same run, else same turn within the gap, else new."""
     if run_id:
-        existing = (
-            ChangeSet.objects.filter(app=app, kind=ChangeSet.CHANGE, run_id=run_id)
-            .values_list("id", flat=True)
-            .first()
-        )
+        existing = _sql.find_set_by_run(app_id, run_id)
         if existing:
             return existing
     elif turn_id:
         since = ids.ms_to_datetime(ms) - timedelta(seconds=conf.turn_gap_seconds())
-        recent = (
-            RestorePoint.objects.filter(
-                app=app,
-                turn_id=turn_id,
-                run_id="",
-                kind=RestorePoint.CAPTURE,
-                created_on__gte=since,
-            )
-            .order_by("-created_on")
-            .values_list("change_set_id", flat=True)
-            .first()
-        )
+        recent = _sql.find_set_by_turn(app_id, turn_id, since)
         if recent:
             return recent
     set_id = ids.change_set_id(point_id)
-    ChangeSet.objects.create(
-        id=set_id,
-        app=app,
-        kind=ChangeSet.CHANGE,
-        created_on=ids.ms_to_datetime(ms),
-        created_by=by,
-        run_id=run_id,
-        turn_id=turn_id,
-    )
+    _sql.insert_change_set(set_id, app_id, ids.ms_to_datetime(ms), by, run_id, turn_id)
     return set_id
 
 
-def next_point_ms(artifact: Artifact) -> int:
+def next_point_ms(artifact: Artifact | _sql.ArtifactRow) -> int:
     """Capture time for a new point of ``artifact``: now, but strictly after its last write.
 
     The artifact row is locked, so its points are strictly ordered by time, which makes
@@ -154,55 +127,122 @@ def apply_source(
     if artifact.collection == API_ROUTE:
         routes.save_route(artifact, sha=sha, source=source, size=size, by=by, now=now)
     else:
-        repoint(artifact, sha=sha, size=size, by=by, now=now)
+        _sql.update_artifact(artifact.pk, sha=sha, size=size, by=by, now=now)
+
+
+@dataclass(frozen=True)
+class _Captured:
+    point_id: str
+    change_set_id: str
+    created_on: Any
+    lines_added: int
+    lines_removed: int
+
+
+def _lock(app: App, collection: str, name: str, *, create: bool) -> _sql.ArtifactRow | None:
+    """Lock the artifact row; with ``create``, a missing one is made first as a tombstone.
+
+    Creating with ``ignore_conflicts`` and then locking makes two writers creating the same
+    artifact queue on one row instead of one of them failing on the unique constraint.
+    """
+    row = _sql.lock_row(app.pk, collection, name)
+    if row is None and create:
+        Artifact.objects.bulk_create(
+            [
+                Artifact(
+                    app=app,
+                    collection=collection,
+                    name=name,
+                    blob=None,
+                    sha256="",
+                    deleted=True,
+                    updated_on=ids.ms_to_datetime(0),
+                )
+            ],
+            ignore_conflicts=True,
+        )
+        row = _sql.lock_row(app.pk, collection, name)
+        assert row is not None
+    return row
 
 
 def _capture(
     app: App,
-    artifact: Artifact,
+    row: _sql.ArtifactRow,
     *,
+    old_text: str,
     new_sha: str,
     new_text: str | None,
     requested_by: str,
     tool: str,
     run_id: str,
     turn_id: str,
-) -> tuple[RestorePoint, int]:
-    """Record the restore point of ``artifact`` before it becomes ``new_sha``."""
-    ms = next_point_ms(artifact)
+) -> _Captured:
+    """Record the restore point of the locked artifact ``row`` before it becomes ``new_sha``."""
+    ms = next_point_ms(row)
     point_id = ids.point_id(ms)
-    previous_existed = not artifact.deleted
-    previous_size = artifact.size if previous_existed else 0
+    previous_existed = not row.deleted
+    previous_size = row.size if previous_existed else 0
     stored = previous_size <= conf.max_stored_bytes()
-    old_text = artifact.source if previous_existed else ""
     added, removed = count_line_changes(old_text, new_text or "")
     set_id = _change_set_for(
-        app, point_id=point_id, ms=ms, run_id=run_id, turn_id=turn_id, by=requested_by
+        app.pk, point_id=point_id, ms=ms, run_id=run_id, turn_id=turn_id, by=requested_by
     )
-    point = RestorePoint.objects.create(
-        id=point_id,
-        app=app,
-        artifact=artifact,
-        kind=RestorePoint.CAPTURE,
-        previous_blob_id=artifact.blob_id if (previous_existed and stored) else None,
-        previous_sha256=artifact.sha256 if previous_existed else "",
+    created_on = ids.ms_to_datetime(ms)
+    _sql.insert_point(
+        point_id=point_id,
+        app_id=app.pk,
+        artifact_id=row.pk,
+        previous_blob_id=row.blob_id if (previous_existed and stored) else None,
+        previous_sha256=row.sha256 if previous_existed else "",
         previous_size=previous_size,
         previous_existed=previous_existed,
         source_stored=stored,
         new_sha256=new_sha,
         requested_by=requested_by,
         tool=tool,
-        created_on=ids.ms_to_datetime(ms),
+        created_on=created_on,
         lines_added=added,
         lines_removed=removed,
         run_id=run_id,
         turn_id=turn_id,
         change_set_id=set_id,
     )
-    if previous_existed and not stored and artifact.blob_id:
+    if previous_existed and not stored and row.blob_id:
         # The point keeps no reference: the old blob may now be unreferenced.
-        retention.sweep_after_commit({artifact.blob_id})
-    return point, ms
+        retention.sweep_after_commit({row.blob_id})
+    return _Captured(point_id, set_id, created_on, added, removed)
+
+
+def _write(
+    app: App,
+    row: _sql.ArtifactRow,
+    collection: str,
+    name: str,
+    *,
+    sha: str | None,
+    source: str | None,
+    size: int,
+    by: str,
+    now: Any,
+) -> None:
+    artifact = Artifact(
+        pk=row.pk,
+        app=app,
+        collection=collection,
+        name=name,
+        blob_id=row.blob_id,
+        sha256=row.sha256,
+        size=row.size,
+        deleted=row.deleted,
+        updated_on=row.updated_on,
+    )
+    apply_source(artifact, sha=sha, source=source, size=size, by=by, now=now)
+
+
+def _prune_if_needed(app: App) -> None:
+    if _sql.has_excess_points(app.pk, conf.points_per_app()):
+        retention.prune(app)
 
 
 def _retrying(func: Any) -> Any:
@@ -245,17 +285,19 @@ def write_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
-            artifact = lock_or_create_artifact(app_obj, collection, name, ids.ms_to_datetime(0))
-            check_expected(artifact, expected_sha256)
-            if not artifact.deleted and artifact.sha256 == sha and artifact.blob.raw == raw:  # type: ignore[union-attr]
+            row = _lock(app_obj, collection, name, create=True)
+            assert row is not None
+            check_expected(row, name, expected_sha256)
+            old_raw = _sql.read_blob(row.blob_id) if row.blob_id and not row.deleted else b""
+            if not row.deleted and row.sha256 == sha and old_raw == raw:
                 return WriteReceipt(
                     app_obj.slug, collection, name, sha, sha, None, None, 0, 0, unchanged=True
                 )
-            previous_sha = artifact.sha256
-            _store_blob(raw, sha, len(source))
-            point, ms = _capture(
+            _sql.insert_blob(raw, sha, len(source), ids.ms_to_datetime(ids.now_ms()))
+            captured = _capture(
                 app_obj,
-                artifact,
+                row,
+                old_text=old_raw.decode("utf-8"),
                 new_sha=sha,
                 new_text=source,
                 requested_by=by,
@@ -263,20 +305,28 @@ def write_artifact(
                 run_id=run,
                 turn_id=turn,
             )
-            apply_source(
-                artifact, sha=sha, source=source, size=len(raw), by=by, now=point.created_on
+            _write(
+                app_obj,
+                row,
+                collection,
+                name,
+                sha=sha,
+                source=source,
+                size=len(raw),
+                by=by,
+                now=captured.created_on,
             )
-            retention.prune(app_obj)
+            _prune_if_needed(app_obj)
             return WriteReceipt(
                 app_obj.slug,
                 collection,
                 name,
-                previous_sha,
+                row.sha256,
                 sha,
-                point.id,
-                point.change_set_id,
-                point.lines_added,
-                point.lines_removed,
+                captured.point_id,
+                captured.change_set_id,
+                captured.lines_added,
+                captured.lines_removed,
                 unchanged=False,
             )
 
@@ -305,22 +355,19 @@ def delete_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
-            artifact = lock_artifact(app_obj, collection, name)
-            if artifact is None or artifact.deleted:
+            row = _lock(app_obj, collection, name, create=False)
+            if row is None or row.deleted:
                 if expected_sha256 not in (None, ""):
-                    check_expected(
-                        artifact
-                        or Artifact(app=app_obj, collection=collection, name=name, sha256=""),
-                        expected_sha256,
-                    )
+                    check_expected(row, name, expected_sha256)
                 raise NotFound(
                     ARTIFACT_NOT_FOUND.format(collection=collection, name=name, app=app_obj.slug)
                 )
-            check_expected(artifact, expected_sha256)
-            previous_sha = artifact.sha256
-            point, _ = _capture(
+            check_expected(row, name, expected_sha256)
+            assert row.blob_id is not None
+            captured = _capture(
                 app_obj,
-                artifact,
+                row,
+                old_text=_sql.read_blob(row.blob_id).decode("utf-8"),
                 new_sha="",
                 new_text=None,
                 requested_by=by,
@@ -328,18 +375,28 @@ def delete_artifact(
                 run_id=run,
                 turn_id=turn,
             )
-            apply_source(artifact, sha=None, source=None, size=0, by=by, now=point.created_on)
-            retention.prune(app_obj)
+            _write(
+                app_obj,
+                row,
+                collection,
+                name,
+                sha=None,
+                source=None,
+                size=0,
+                by=by,
+                now=captured.created_on,
+            )
+            _prune_if_needed(app_obj)
             return WriteReceipt(
                 app_obj.slug,
                 collection,
                 name,
-                previous_sha,
+                row.sha256,
                 "",
-                point.id,
-                point.change_set_id,
-                point.lines_added,
-                point.lines_removed,
+                captured.point_id,
+                captured.change_set_id,
+                captured.lines_added,
+                captured.lines_removed,
                 unchanged=False,
             )
 
