@@ -798,6 +798,24 @@ def get_restore_receipt(request: HttpRequest, set_id: str) -> Any:
     return _receipt_response(request, change_set.receipt)
 
 
+@api.post(
+    "/apps/{slug}/restore-to-release",
+    response={200: RestoreReceiptOut, **ERRORS},
+    summary="Restore to release: every artifact changed since the release back to its state then",
+    tags=["restore"],
+)
+def post_restore_to_release(request: HttpRequest, slug: str, body: RestoreSetIn) -> Any:
+    app = _scoped_app(request, slug)
+    _check_restore_permission(request)
+    receipt = services.restore_to_release(
+        app,
+        by=_token(request).user.get_username(),
+        dry_run=body.dry_run,
+        expected=body.expected,
+    )
+    return _receipt_response(request, receipt.as_dict())
+
+
 __all__ = [
     "api",
     "artifact_summary",
