@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
+from django.test.utils import override_settings
 from django.urls import reverse
 
 from versions import services
-from versions.models import App
+from versions.models import App, ChangeSet
 
 XSS = "</textarea><script>alert(1)</script><img src=x onerror=alert(2)>"
 PAGE_V1 = "<h1>Quotes</h1>\n<p>Waiting for approval.</p>\n" + "".join(
@@ -133,3 +136,109 @@ def test_xss_source_is_text_everywhere(admin_client: Client, app: App) -> None:
         assert "<script>alert" not in html
         assert "<img src=x" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_restore_all_without_htmx_redirects_to_the_receipt_page_and_json(
+    admin_client: Client, demo: dict
+) -> None:
+    url = _url("restore_change_set", "quotes", demo["set_id"])
+    confirm = admin_client.get(url)  # the confirmation as a page when JavaScript is off
+    html = confirm.content.decode()
+    assert confirm.status_code == 200
+    assert "Confirm restore" in html and "Cancel" in html and "index" in html and "App" in html
+    response = admin_client.post(url)
+    assert response.status_code == 302
+    rs = ChangeSet.objects.get(kind="restore")
+    assert response["Location"] == _url("receipt", "quotes", rs.id)
+    page = admin_client.get(response["Location"]).content.decode()
+    assert "Undo this restore" in page and rs.receipt["items"][0]["counterPointId"] in page
+    data = json.loads(admin_client.get(_url("receipt_json", "quotes", rs.id)).content)
+    assert data == rs.receipt
+    assert set(data) >= {
+        "setId",
+        "kind",
+        "restoredFromSet",
+        "items",
+        "skipped",
+        "created_by",
+        "created_on",
+    }
+    assert {"name", "collection", "pointId", "counterPointId", "chars"} <= set(data["items"][0])
+
+
+def test_htmx_confirm_shows_receipt_in_place_then_the_noop_sentence(
+    admin_client: Client, demo: dict
+) -> None:
+    url = _url("restore_change_set", "quotes", demo["set_id"])
+    hx = {"HTTP_HX_REQUEST": "true"}
+    dialog = admin_client.get(url, {"ret": f"set:{demo['set_id']}"}, **hx).content.decode()
+    assert dialog.lstrip().startswith('<dialog class="confirm" id="restore-dialog"')
+    assert f'hx-target="#set-{demo["set_id"]}"' in dialog
+    expected = [
+        line.split('value="')[1].split('"')[0]
+        for line in dialog.splitlines()
+        if 'name="expected"' in line
+    ]
+    assert expected and all("=" in e for e in expected)
+    first = admin_client.post(
+        url, {"ret": f"set:{demo['set_id']}", "expected": expected}, **hx
+    ).content.decode()
+    assert first.lstrip().startswith(f'<li class="row set expanded" id="set-{demo["set_id"]}"')
+    assert "Restored." in first and 'id="dialog-slot" hx-swap-oob="true"' in first
+    assert 'hx-swap-oob="afterbegin:#set-list-items"' in first
+    second = admin_client.post(url, {"ret": f"set:{demo['set_id']}"}, **hx).content.decode()
+    assert (
+        "Every artifact already matched the state before this set — nothing was written." in second
+    )
+    assert ChangeSet.objects.filter(kind="restore").count() == 1
+
+
+def test_diff_pages_and_gap_expanders_load_on_demand(admin_client: Client, app: App) -> None:
+    old = "".join(f"line {i}\n" for i in range(3000))
+    new = "".join(f"line {i}{' changed' if i % 50 == 0 else ''}\n" for i in range(3000))
+    services.write_artifact(app, "pltf_stylesheet", "Big", old, requested_by="a", tool="t")
+    r = services.write_artifact(app, "pltf_stylesheet", "Big", new, requested_by="a", tool="t")
+    hx = {"HTTP_HX_REQUEST": "true"}
+    html = admin_client.get(
+        _url("restore_point", "quotes", r.restore_point_id), **hx
+    ).content.decode()
+    assert "Show more hunks" in html and html.count('<tbody class="hunk">') == 20
+    sha = app.artifacts.get(name="Big").sha256
+    more = admin_client.get(
+        _url("diff_page", "quotes", r.restore_point_id), {"page": 2, "now": sha}, **hx
+    ).content.decode()
+    assert more.count('<tbody class="hunk">') == 20 and "Show more hunks" in more
+    ctx = admin_client.get(
+        _url("diff_context", "quotes", r.restore_point_id),
+        {"old": 5, "new": 5, "count": 43, "now": sha},
+        **hx,
+    ).content.decode()
+    assert ctx.startswith('<tbody class="ctx">') and ctx.count("<tr") == 43
+    assert '<td class="ln">5</td><td class="ln">5</td>' in ctx
+    stale = admin_client.get(
+        _url("diff_context", "quotes", r.restore_point_id),
+        {"old": 5, "new": 5, "count": 43, "now": "0" * 64},
+        **hx,
+    ).content.decode()
+    assert "changed since the diff was shown" in stale
+
+
+@override_settings(VERSIONS_MAX_STORED_BYTES=10)
+def test_not_stored_added_and_tombstone_are_explained_in_words(
+    admin_client: Client, app: App
+) -> None:
+    created = services.write_artifact(
+        app, "pltf_page", "new", "a fresh page\n", requested_by="a", tool="t"
+    )
+    services.write_artifact(app, "pltf_page", "big", "x" * 50 + "\n", requested_by="a", tool="t")
+    big = services.write_artifact(app, "pltf_page", "big", "y\n", requested_by="a", tool="t")
+    services.write_artifact(app, "pltf_page", "gone", "short\n", requested_by="a", tool="t")
+    gone = services.delete_artifact(app, "pltf_page", "gone", requested_by="a", tool="t")
+    hx = {"HTTP_HX_REQUEST": "true"}
+
+    def point(pid: str) -> str:
+        return admin_client.get(_url("restore_point", "quotes", pid), **hx).content.decode()
+
+    assert "Created by this change" in point(created.restore_point_id)
+    assert "over the 10 bytes storage limit, so it was not stored" in point(big.restore_point_id)
+    assert "now a tombstone" in point(gone.restore_point_id)

@@ -10,7 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from versions import diffing, selectors
+from versions import conf, diffing, selectors
+from versions.models import RestorePoint
 from versions.selectors import ArtifactChange
 from versions.templatetags.versions_panel import kb
 from versions.views._common import panel_view
@@ -20,7 +21,7 @@ HUNKS_PER_PAGE = 20
 GAP_CHUNK = 200
 
 NOT_STORED = (
-    "The source before this change was {size}, over the 1.5 MB storage limit, so it was not "
+    "The source before this change was {size}, over the {cap} storage limit, so it was not "
     "stored. The change itself is recorded (hashes, who, when), but this state cannot be shown "
     "or restored."
 )
@@ -125,6 +126,10 @@ class DiffView:
         return self.result.lines_removed if self.result else 0
 
 
+def _not_stored(point: RestorePoint) -> str:
+    return NOT_STORED.format(size=kb(point.previous_size), cap=kb(conf.max_stored_bytes()))
+
+
 def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
     """The diff view of one artifact change (its sources loaded, or lazy)."""
     point = change.point
@@ -134,12 +139,12 @@ def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
     if not change.inline:
         return DiffView(change, "lazy", "")
     if point.previous_existed and not point.source_stored:
-        return DiffView(change, "not_stored", NOT_STORED.format(size=kb(point.previous_size)))
+        return DiffView(change, "not_stored", _not_stored(point))
     if not point.previous_existed and artifact.deleted:
         return DiffView(change, "absent", ABSENT)
     if point.previous_existed and not point.previous_blob_id:
         # Stored but its blob is gone: treat as not stored rather than guess.
-        return DiffView(change, "not_stored", NOT_STORED.format(size=kb(point.previous_size)))
+        return DiffView(change, "not_stored", _not_stored(point))
     result = diff_result(change)
     if result.is_added:
         status, message = "added", ADDED

@@ -200,7 +200,7 @@ def _after_restore(request: HttpRequest, app: Any, ret: str, data: dict[str, Any
     else:
         ctx = expanded_set_context(request, app, ident, receipt=data, ret=ret)
         template = "versions/partials/_set_expanded.html"
-    html = render_to_string(template, ctx, request=request)
+    html = str(render_to_string(template, ctx, request=request))
     # Close the dialog, and put the new restore set on top of the list when it is shown.
     html += '<div id="dialog-slot" hx-swap-oob="true"></div>'
     if kind == "restore" and data.get("setId") and what == "set":
