@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from typing import Any
 
 from django.db import connection
 from django.utils.dateparse import parse_datetime
@@ -86,7 +87,7 @@ def _q(name: str) -> str:
     return _sql(connection.vendor)[name]
 
 
-def _dt(value: datetime) -> object:
+def _dt(value: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(value)
 
 

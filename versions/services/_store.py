@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Q
 
-from versions.models import API_ROUTE, App, Artifact, Blob
+from versions.models import App, Artifact, Blob
 
 
 def sha256_hex(raw: bytes) -> str:
@@ -96,27 +96,20 @@ def repoint(
     )
 
 
-def repoint_many(rows: list[tuple[Artifact, str | None, int]], *, by: str, now: datetime) -> None:
-    """Point each artifact at its blob (None: tombstone) in one statement batch, not routes.
+def repoint_many(rows: list[tuple[int, str | None, int]], *, by: str, now: datetime) -> None:
+    """Point each artifact at its blob (None: tombstone) in one statement batch. Not for
+    routes, which take the route-save path.
 
-    ``rows`` are ``(artifact, sha, size)``. Like :func:`repoint`, it writes no source bytes;
+    ``rows`` are ``(artifact pk, sha, size)``. Like :func:`repoint`, it writes no source bytes;
     one prepared UPDATE run for every row keeps a restore of many artifacts cheap.
     """
     if not rows:
         return
     qn = connection.ops.quote_name
     moment = connection.ops.adapt_datetimefield_value(now)
-    params = []
-    for artifact, sha, size in rows:
-        assert artifact.collection != API_ROUTE, "routes take the route-save path"
-        artifact.blob_id = sha  # type: ignore[assignment]
-        artifact.sha256 = sha or ""
-        artifact.size = size if sha else 0
-        artifact.deleted = sha is None
-        artifact.route_key = None
-        artifact.updated_on = now
-        artifact.updated_by = by
-        params.append((sha, sha or "", artifact.size, sha is None, moment, by, artifact.pk))
+    params = [
+        (sha, sha or "", size if sha else 0, sha is None, moment, by, pk) for pk, sha, size in rows
+    ]
     # Only quoted identifiers from the model are interpolated; every value is a parameter.
     sql = (
         f"UPDATE {qn(Artifact._meta.db_table)} SET {qn('blob_id')} = %s, {qn('sha256')} = %s, "  # noqa: S608

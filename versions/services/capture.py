@@ -235,7 +235,7 @@ def _write(
         sha256=row.sha256,
         size=row.size,
         deleted=row.deleted,
-        updated_on=row.updated_on,
+        updated_on=row.updated_on,  # type: ignore[misc]
     )
     apply_source(artifact, sha=sha, source=source, size=size, by=by, now=now)
 

@@ -15,12 +15,13 @@ artifact, each the state to return to) and lets the engine do the rest.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from versions import conf, ids
 from versions.diffing import count_line_changes
@@ -178,6 +179,7 @@ class RestoreTarget:
     sha256: str | None
     blob_id: str | None
     point_id: str | None = None
+    size: int = 0
     unavailable: str | None = None
     point_new_sha256: str | None = None
     point_lines_added: int = 0
@@ -214,6 +216,7 @@ def target_for_point(
         sha256=previous_sha256 if previous_existed else "",
         blob_id=previous_blob_id if previous_existed else None,
         point_id=point_id,
+        size=previous_size if previous_existed else 0,
         unavailable=unavailable,
         point_new_sha256=new_sha256,
         point_lines_added=lines_added,
@@ -280,7 +283,7 @@ def normalise_expected(expected: object) -> dict[tuple[str, str], str] | None:
     return result
 
 
-def _finding(artifact: Artifact | None, target: RestoreTarget, reason: str) -> dict[str, Any]:
+def _finding(artifact: _Live | None, target: RestoreTarget, reason: str) -> dict[str, Any]:
     return {
         "name": artifact.name if artifact else "",
         "collection": artifact.collection if artifact else "",
@@ -289,7 +292,51 @@ def _finding(artifact: Artifact | None, target: RestoreTarget, reason: str) -> d
     }
 
 
-def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, Artifact]:
+@dataclass(slots=True)
+class _Live:
+    """The live state of an artifact row, as locked: no source, no model instance."""
+
+    pk: int
+    app_id: int
+    collection: str
+    name: str
+    blob_id: str | None
+    sha256: str
+    size: int
+    deleted: bool
+    route_key: str | None
+    updated_on: datetime
+
+    def as_model(self) -> Artifact:
+        return Artifact(
+            id=self.pk,
+            app_id=self.app_id,
+            collection=self.collection,
+            name=self.name,
+            blob_id=self.blob_id,
+            sha256=self.sha256,
+            size=self.size,
+            deleted=self.deleted,
+            route_key=self.route_key,
+            updated_on=self.updated_on,
+        )
+
+
+_LIVE_FIELDS = (
+    "pk",
+    "app_id",
+    "collection",
+    "name",
+    "blob_id",
+    "sha256",
+    "size",
+    "deleted",
+    "route_key",
+    "updated_on",
+)
+
+
+def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, _Live]:
     """The artifact rows, locked in primary-key order in one query (no source bytes loaded).
 
     One consistent lock order makes concurrent restores of overlapping sets queue, never
@@ -298,7 +345,7 @@ def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, Art
     rows = Artifact.objects.filter(pk__in=list(artifact_ids)).order_by("pk")
     if lock:
         rows = rows.select_for_update()
-    return {row.pk: row for row in rows}
+    return {row[0]: _Live(*row) for row in rows.values_list(*_LIVE_FIELDS)}
 
 
 def _texts(shas: Iterable[str]) -> dict[str, str]:
@@ -319,7 +366,7 @@ def _blob_meta(shas: Iterable[str]) -> dict[str, tuple[int, int]]:
 
 
 def _line_counts(
-    plan: list[tuple[RestoreTarget, Artifact]],
+    plan: list[tuple[RestoreTarget, _Live]],
 ) -> dict[int, tuple[int, int]]:
     """(added, removed) going from each live artifact to its target.
 
@@ -327,7 +374,7 @@ def _line_counts(
     point's counts inverted; only otherwise are the two texts read and counted.
     """
     counts: dict[int, tuple[int, int]] = {}
-    uncounted: list[tuple[RestoreTarget, Artifact]] = []
+    uncounted: list[tuple[RestoreTarget, _Live]] = []
     for target, live in plan:
         if target.point_new_sha256 is not None and live.sha256 == target.point_new_sha256:
             counts[live.pk] = (target.point_lines_removed, target.point_lines_added)
@@ -344,7 +391,7 @@ def _line_counts(
 
 def _check_routes(
     app: App,
-    plan: list[tuple[RestoreTarget, Artifact]],
+    plan: list[tuple[RestoreTarget, _Live]],
     findings: list[dict[str, Any]],
 ) -> dict[int, tuple[str, str]]:
     """Pre-flight of the routes a restore writes: the spec parses and, in the state after the
@@ -390,9 +437,39 @@ def _check_routes(
     return accepted
 
 
-def _insert_counter_points(points: list[RestorePoint]) -> None:
-    """Store the counter-points of a restore, all in one statement batch."""
-    RestorePoint.objects.bulk_create(points)
+def _suffix() -> str:
+    """8 random characters of [0-9a-z], as in every point id, from one call to the OS RNG."""
+    return ids.base36(secrets.randbelow(36**8)).rjust(8, "0")
+
+
+def _insert_counter_points(points: list[dict[str, Any]]) -> None:
+    """Store the counter-points of a restore: one prepared INSERT run for all of them.
+
+    ``points`` are RestorePoint field values by attname; other fields take their defaults.
+    The values are plain text, numbers, booleans and one moment, so they are passed as they
+    are instead of through the ORM's per-value preparation (which would cost more than the
+    writes themselves).
+    """
+    if not points:
+        return
+    fields = RestorePoint._meta.concrete_fields
+    defaults = {f.attname: f.get_default() for f in fields}
+    qn = connection.ops.quote_name
+    sql = "INSERT INTO {} ({}) VALUES ({})".format(  # noqa: S608 - identifiers from the model
+        qn(RestorePoint._meta.db_table),
+        ", ".join(qn(f.column or f.attname) for f in fields),
+        ", ".join(["%s"] * len(fields)),
+    )
+    moment = {
+        id(p["created_on"]): connection.ops.adapt_datetimefield_value(p["created_on"])
+        for p in points
+    }
+    rows = []
+    for point in points:
+        values = {**defaults, **point, "created_on": moment[id(point["created_on"])]}
+        rows.append([values[f.attname] for f in fields])
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
 
 
 def _restore_targets(
@@ -417,7 +494,7 @@ def _restore_targets(
     ordered = sorted(targets, key=lambda t: t.artifact_id)
     findings: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    plan: list[tuple[RestoreTarget, Artifact]] = []
+    plan: list[tuple[RestoreTarget, _Live]] = []
     for target in ordered:
         artifact = live.get(target.artifact_id)
         if artifact is None or artifact.app_id != app.pk:
@@ -521,7 +598,7 @@ def _restore_targets(
 
 def _write(
     app: App,
-    plan: list[tuple[RestoreTarget, Artifact]],
+    plan: list[tuple[RestoreTarget, _Live]],
     route_sources: dict[int, tuple[str, str]],
     *,
     skipped: list[dict[str, Any]],
@@ -540,31 +617,32 @@ def _write(
     counts = _line_counts(plan)
     meta = _blob_meta(t.sha for t, _ in plan)
 
-    points: list[RestorePoint] = []
+    points: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
+    stamp = ids.base36(ms)
     for target, artifact in plan:
-        counter_id = ids.point_id(ms)
+        counter_id = f"rp_{stamp}_{_suffix()}"
         added, removed = counts[artifact.pk]
         points.append(
-            RestorePoint(
-                id=counter_id,
-                app_id=app.pk,
-                artifact_id=artifact.pk,
-                kind=RestorePoint.COUNTER,
+            {
+                "id": counter_id,
+                "app_id": app.pk,
+                "artifact_id": artifact.pk,
+                "kind": RestorePoint.COUNTER,
                 # Counter-points are exempt from the size cap: the blob exists already.
-                previous_blob_id=artifact.blob_id,
-                previous_sha256=artifact.sha256,
-                previous_size=artifact.size if not artifact.deleted else 0,
-                previous_existed=not artifact.deleted,
-                source_stored=True,
-                new_sha256=target.sha,
-                requested_by=by,
-                tool=RESTORE_TOOL,
-                created_on=now,
-                lines_added=added,
-                lines_removed=removed,
-                change_set_id=set_id,
-            )
+                "previous_blob_id": artifact.blob_id,
+                "previous_sha256": artifact.sha256,
+                "previous_size": artifact.size if not artifact.deleted else 0,
+                "previous_existed": not artifact.deleted,
+                "source_stored": True,
+                "new_sha256": target.sha,
+                "requested_by": by,
+                "tool": RESTORE_TOOL,
+                "created_on": now,
+                "lines_added": added,
+                "lines_removed": removed,
+                "change_set_id": set_id,
+            }
         )
         items.append(
             {
@@ -603,7 +681,7 @@ def _write(
     _insert_counter_points(points)
 
     repoint_many(
-        [(a, t.blob_id, meta.get(t.sha, (0, 0))[0]) for t, a in plan if a.collection != API_ROUTE],
+        [(a.pk, t.blob_id, t.size) for t, a in plan if a.collection != API_ROUTE],
         by=by,
         now=now,
     )
@@ -612,14 +690,14 @@ def _write(
         # Every written route gives up its key first, so routes that trade paths within one
         # restore (pre-flight checked the end state) can be saved in any order.
         Artifact.objects.filter(pk__in=[a.pk for _, a in route_writes]).update(route_key=None)
-        for target, artifact in route_writes:
-            artifact.route_key = None
-            source = route_sources.get(artifact.pk, (None, None))[0]
+        for target, live in route_writes:
+            live.route_key = None
+            source = route_sources.get(live.pk, (None, None))[0]
             routes.save_route(
-                artifact,
+                live.as_model(),
                 sha=target.blob_id,
                 source=source,
-                size=meta.get(target.sha, (0, 0))[0],
+                size=target.size,
                 by=by,
                 now=now,
             )
