@@ -88,6 +88,8 @@ api = NinjaAPI(
     ),
     auth=AgentTokenAuth(),
     urls_namespace="versions_api",
+    # The schema is the documentation; no docs page that would load Swagger UI from a CDN.
+    docs_url=None,
 )
 
 
