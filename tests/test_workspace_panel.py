@@ -114,7 +114,7 @@ def phase(repo: Path) -> dict[str, bytes]:
 
 
 def _user(username: str, *codenames: str) -> User:
-    user = User.objects.create_user(username, password="pw-123456")
+    user = User.objects.create_user(username)  # force_login: no password to hash
     perms = Permission.objects.filter(content_type__app_label="versions", codename__in=codenames)
     user.user_permissions.add(*perms)
     return user
