@@ -37,6 +37,7 @@ def test_hostile_source_shows_as_text_everywhere_and_no_dialog_opens(
     point_row.get_by_role("link", name=r.restore_point_id, exact=True).click()
     expect(point_row.locator("section.diff")).to_contain_text("<script>alert(1)</script>")
     page.get_by_label("Artifact").select_option(f"pltf_page/{XSS_NAME}")
+    page.wait_for_url("**/points/?artifact=*")
     expect(page.locator("#point-list-items > li")).to_have_count(2)
     expect(page.locator("#point-list-items")).to_contain_text(XSS_NAME)
     assert page.locator("main script, main img").count() == 0
