@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -66,9 +67,11 @@ class Command(BaseCommand):
         slug = options["app"]
         token = options["token"] or os.environ.get(TOKEN_ENV) or self._local_token(options, slug)
         now = datetime.now(UTC)
-        run_id = f"demo-agent-turn-{now:%Y%m%dT%H%M%S}-{os.getpid()}"
+        # One run_id per turn: every write of this turn joins one change set.
+        run_id = f"demo-agent-turn-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
         message = options["message"] or (
-            f"Quotes over $10,000 now need a second approver (agent turn at {now:%H:%M:%S} UTC)."
+            "Quotes over $10,000 now need a second approver "
+            f"(agent turn at {now:%H:%M:%S}.{now.microsecond // 1000:03d} UTC)."
         )
 
         def call(method: str, collection: str, name: str, body: Any = None) -> dict[str, Any]:
