@@ -110,6 +110,21 @@ def repoint_many(rows: list[tuple[int, str | None, int]], *, by: str, now: datet
     params = [
         (sha, sha or "", size if sha else 0, sha is None, moment, by, pk) for pk, sha, size in rows
     ]
+    table = qn(Artifact._meta.db_table)
+    if connection.vendor == "postgresql":
+        # One statement for all rows (one round trip): UPDATE … FROM (VALUES …).
+        row = "(%s, %s, %s::bigint, %s::boolean, %s::timestamptz, %s, %s::bigint)"
+        sql = (
+            f"UPDATE {table} AS a SET blob_id = v.blob_id, sha256 = v.sha256, size = v.size, "  # noqa: S608
+            "deleted = v.deleted, route_key = NULL, updated_on = v.updated_on, "
+            "updated_by = v.updated_by FROM (VALUES "
+            + ", ".join([row] * len(params))
+            + ") AS v(blob_id, sha256, size, deleted, updated_on, updated_by, id) "
+            "WHERE a.id = v.id"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [value for values in params for value in values])
+        return
     # Only quoted identifiers from the model are interpolated; every value is a parameter.
     sql = (
         f"UPDATE {qn(Artifact._meta.db_table)} SET {qn('blob_id')} = %s, {qn('sha256')} = %s, "  # noqa: S608

@@ -443,7 +443,7 @@ def _suffix() -> str:
 
 
 def _insert_counter_points(points: list[dict[str, Any]]) -> None:
-    """Store the counter-points of a restore: one prepared INSERT run for all of them.
+    """Store the counter-points of a restore in one multi-row INSERT (per parameter batch).
 
     ``points`` are RestorePoint field values by attname; other fields take their defaults.
     The values are plain text, numbers, booleans and one moment, so they are passed as they
@@ -455,10 +455,11 @@ def _insert_counter_points(points: list[dict[str, Any]]) -> None:
     fields = RestorePoint._meta.concrete_fields
     defaults = {f.attname: f.get_default() for f in fields}
     qn = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(  # noqa: S608 - identifiers from the model
+    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608 - identifiers from the model
         qn(RestorePoint._meta.db_table),
         ", ".join(qn(f.column or f.attname) for f in fields),
-        ", ".join(["%s"] * len(fields)),
+        placeholders,
     )
     moment = {
         id(p["created_on"]): connection.ops.adapt_datetimefield_value(p["created_on"])
@@ -468,8 +469,15 @@ def _insert_counter_points(points: list[dict[str, Any]]) -> None:
     for point in points:
         values = {**defaults, **point, "created_on": moment[id(point["created_on"])]}
         rows.append([values[f.attname] for f in fields])
+    # Multi-row VALUES: one statement (one round trip) per batch the backend allows.
+    per_batch = max(1, (connection.features.max_query_params or 10_000) // len(fields))
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        for start in range(0, len(rows), per_batch):
+            batch = rows[start : start + per_batch]
+            cursor.execute(
+                sql + (", " + placeholders) * (len(batch) - 1),
+                [value for row in batch for value in row],
+            )
 
 
 def _restore_targets(
