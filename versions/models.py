@@ -47,6 +47,11 @@ class Blob(models.Model):
 
     class Meta:
         ordering = ["created_on"]
+        indexes = [
+            # Covers the size and length lookups of a restore, so they never read the bytes
+            # (SQLite keeps columns after ``data`` behind its overflow pages).
+            models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size} bytes)"
