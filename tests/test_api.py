@@ -417,3 +417,37 @@ def test_openapi_schema_is_served_without_a_token(db):
     paths = response.json()["paths"]
     assert "/api/v1/apps/{slug}/artifacts/{collection}/{name}" in paths
     assert "/api/v1/change-sets/{set_id}" in paths
+
+
+# --- query counts ------------------------------------------------------------------------
+
+
+def _queries_for(api, path: str, **query) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    api.get(path, **query)  # the token's first use of the minute writes last_used_on once
+    with CaptureQueriesContext(connection) as captured:
+        assert api.get(path, **query).status_code == 200
+    return len(captured.captured_queries)
+
+
+def test_listing_change_sets_takes_the_same_queries_for_5_or_40_sets(api, app):
+    for n in range(5):
+        services.write_artifact(app, "pltf_page", f"p{n}", "x", requested_by="a", tool="t")
+    few = _queries_for(api, "/apps/quotes/change-sets", per_page=50)
+    for n in range(5, 40):
+        services.write_artifact(app, "pltf_page", f"p{n}", "x", requested_by="a", tool="t")
+    many = _queries_for(api, "/apps/quotes/change-sets", per_page=50)
+    assert many == few
+    assert few <= 8
+
+
+def test_listing_artifacts_takes_the_same_queries_for_2_or_30_artifacts(api, app):
+    for n in range(2):
+        services.write_artifact(app, "pltf_page", f"p{n}", "x", requested_by="a", tool="t")
+    few = _queries_for(api, "/apps/quotes/artifacts")
+    for n in range(2, 30):
+        services.write_artifact(app, "pltf_page", f"p{n}", "x", requested_by="a", tool="t")
+    many = _queries_for(api, "/apps/quotes/artifacts")
+    assert many == few

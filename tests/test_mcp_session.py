@@ -89,8 +89,11 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> tuple[boo
 
 
 def run_session(site: dict[str, Any], token: str, script: Any) -> Any:
+    """Run ``script`` in one MCP session; on failure, print what the server logged."""
+    log = Path(site["db"]).with_suffix(".server.log")
+
     async def main() -> Any:
-        with open(os.devnull, "w") as errlog:
+        with open(log, "w") as errlog:
             async with (
                 stdio_client(params(site, token), errlog=errlog) as (read, write),
                 ClientSession(
@@ -100,7 +103,11 @@ def run_session(site: dict[str, Any], token: str, script: Any) -> Any:
                 await session.initialize()
                 return await script(session)
 
-    return anyio.run(main)
+    try:
+        return anyio.run(main)
+    except BaseException:
+        print("MCP server stderr:\n" + log.read_text(errors="replace"))
+        raise
 
 
 def points(site: dict[str, Any], set_id: str) -> list[tuple[str, str, str]]:
