@@ -278,18 +278,33 @@ def test_bad_input_is_a_tool_error_not_a_crash(site):
             await call(session, "write_artifact", collection="pltf_page", name="a/b", source="y"),
             await call(session, "read_artifact", collection="pltf_page", name="never-written"),
             await call(session, "restore_change_set", set_id="cs_rp_nope_00000000"),
+            await call(session, "read_artifact", collection="pltf_nope", name="index"),
+            await call(
+                session,
+                "write_artifact",
+                collection="pltf_page",
+                name="nul-run",
+                source="y",
+                run_id="run\x00id",
+            ),
+            await call(session, "restore_change_set", set_id="cs_\x00"),
             await call(session, "list_artifacts"),
         ]
 
     results = run_session(site, site["token"], script)
-    assert [r[1].get("error") for r in results[:4]] == [
+    assert [r[1].get("error") for r in results[:-1]] == [
         "invalid_input",
         "invalid_input",
         "not_found",
         "not_found",
+        "invalid_input",
+        "invalid_input",
+        "invalid_input",
     ]
-    assert all(r[0] for r in results[:4])
-    assert results[4][0] is False  # the session still works
+    assert all(r[0] for r in results[:-1])
+    assert results[-1][0] is False  # the session still works
+    names = {a["name"] for a in results[-1][1]["artifacts"]}
+    assert "nul-run" not in names
 
 
 def test_server_refuses_a_bad_token_without_writing_to_stdout(site):

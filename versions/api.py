@@ -17,6 +17,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Count, Sum
 from django.http import Http404, HttpRequest, HttpResponse
@@ -29,6 +30,7 @@ from versions import conf, services
 from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
 from versions.models import AgentToken, App, Artifact, ChangeSet, RestorePoint
 from versions.services.tokens import token_app_slugs, token_can_restore, verify_token
+from versions.services.validation import validate_collection, validate_name
 
 DEFAULT_TOOL = "api"
 PER_PAGE_DEFAULT = 50
@@ -179,8 +181,6 @@ def _on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 
 def _on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    from django.conf import settings
-
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or conf.max_write_bytes()
     return _error(request, 413, "too_large", BODY_TOO_LARGE.format(limit=limit))
 
@@ -423,6 +423,8 @@ def list_artifacts(app: App, *, include_deleted: bool = False) -> list[dict[str,
 
 def read_artifact(app: App, collection: str, name: str) -> dict[str, Any]:
     """One live artifact with its source; NotFound for an unknown or deleted one."""
+    validate_collection(collection)
+    validate_name(name)
     artifact = (
         Artifact.objects.select_related("blob")
         .filter(app=app, collection=collection, name=name)
@@ -581,6 +583,12 @@ def get_artifacts(request: HttpRequest, slug: str, include_deleted: bool = False
     return {"app": app.slug, "artifacts": list_artifacts(app, include_deleted=include_deleted)}
 
 
+def _validate_target(collection: str, name: str) -> None:
+    """Refuse an unknown collection or a bad name (400) before touching the database."""
+    validate_collection(collection)
+    validate_name(name)
+
+
 @api.get(
     "/apps/{slug}/artifacts/{collection}/{name}",
     response={200: ArtifactOut, **ERRORS},
@@ -591,18 +599,9 @@ def get_artifact(
     request: HttpRequest, response: HttpResponse, slug: str, collection: str, name: str
 ) -> Any:
     app = _scoped_app(request, slug)
-    services_validate(collection, name)
     data = read_artifact(app, collection, name)
     response["ETag"] = f'"{data["sha256"]}"'
     return data
-
-
-def services_validate(collection: str, name: str) -> None:
-    """Refuse an unknown collection or a bad name before touching the database."""
-    from versions.services.validation import validate_collection, validate_name
-
-    validate_collection(collection)
-    validate_name(name)
 
 
 def _parse_if_match(header: str) -> list[str]:
@@ -656,7 +655,7 @@ def put_artifact(
     body: WriteIn,
 ) -> Any:
     app = _scoped_app(request, slug)
-    services_validate(collection, name)
+    _validate_target(collection, name)
     pinned, if_match = _expected_from_if_match(request, app, collection, name)
     expected = body.expected_sha256 if body.expected_sha256 is not None else pinned
     try:
@@ -696,7 +695,7 @@ def delete_artifact(
     params: Query[DeleteQuery],
 ) -> Any:
     app = _scoped_app(request, slug)
-    services_validate(collection, name)
+    _validate_target(collection, name)
     pinned, if_match = _expected_from_if_match(request, app, collection, name)
     expected = params.expected_sha256 if params.expected_sha256 is not None else pinned
     try:

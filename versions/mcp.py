@@ -38,6 +38,7 @@ UNKNOWN_CLIENT = "unknown-client"
 TOKEN_REFUSED = "The agent token is not valid any more (revoked, or its user is inactive)."
 OUT_OF_SCOPE = "The agent token is not allowed to act on app “{slug}”."
 NO_RESTORE_PERMISSION = "User “{user}” does not have the permission to restore."
+BAD_TEXT = "Ids, hashes and names must not contain NUL characters or unpaired surrogates."
 SET_OF_OTHER_APP = "Change set “{id}” belongs to another app than “{slug}”."
 
 INSTRUCTIONS = (
@@ -108,6 +109,17 @@ def _error_data(exc: Exception) -> dict[str, Any]:
     return {"error": exc.code, "message": exc.message}
 
 
+def _refuse_unstorable(values: tuple[object, ...]) -> None:
+    for value in values:
+        items = list(value.items()) if isinstance(value, dict) else [value]
+        for item in items:
+            for text in item if isinstance(item, tuple) else (item,):
+                if isinstance(text, str) and (
+                    "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)
+                ):
+                    raise InvalidInput(BAD_TEXT)
+
+
 def client_tool_name(ctx: Context | None) -> str:
     """``mcp:<client name>`` from the client's ``initialize`` clientInfo, made safe to store."""
     name = ""
@@ -142,10 +154,14 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             )
         return row, app
 
-    def call(func: Callable[[], dict[str, Any]]) -> CallToolResult:
-        """Run one tool body in this worker thread's own database connection."""
+    def call(func: Callable[[], dict[str, Any]], *texts: object) -> CallToolResult:
+        """Run one tool body in this worker thread's own database connection.
+
+        ``texts`` are the call's ids and hashes: no database stores NUL or lone surrogates.
+        """
         close_old_connections()
         try:
+            _refuse_unstorable(texts)
             return _result(func())
         except (ToolRefused, VersionsError) as exc:
             return _result(_error_data(exc), error=True)
@@ -176,7 +192,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             _row, app = authorise()
             return readers.read_artifact(app, collection, name)
 
-        return call(body)
+        return call(body, collection, name)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
     def write_artifact(
@@ -207,7 +223,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             )
             return receipt.as_dict()
 
-        return call(body)
+        return call(body, collection, name, expected_sha256, run_id, turn_id)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def delete_artifact(
@@ -235,7 +251,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             )
             return receipt.as_dict()
 
-        return call(body)
+        return call(body, collection, name, expected_sha256, run_id, turn_id)
 
     @server.tool(annotations=read_only)
     def list_change_sets(
@@ -257,7 +273,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 return readers.change_set_detail(change_set)
             return readers.list_change_sets(app, page=page, per_page=per_page)
 
-        return call(body)
+        return call(body, set_id)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     def restore_change_set(
@@ -283,6 +299,6 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             )
             return receipt.as_dict()
 
-        return call(body)
+        return call(body, set_id, expected)
 
     return server
