@@ -530,13 +530,13 @@ def _insert_counter_points(points: list[dict[str, Any]]) -> None:
         ", ".join(qn(f.column or f.attname) for f in fields),
         placeholders,
     )
-    moment = {
-        id(p["created_on"]): connection.ops.adapt_datetimefield_value(p["created_on"])
-        for p in points
-    }
+    moments: dict[datetime, Any] = {}
     rows = []
     for point in points:
-        values = {**defaults, **point, "created_on": moment[id(point["created_on"])]}
+        when = point["created_on"]
+        if when not in moments:
+            moments[when] = connection.ops.adapt_datetimefield_value(when)
+        values = {**defaults, **point, "created_on": moments[when]}
         rows.append([values[f.attname] for f in fields])
     # Multi-row VALUES: one statement (one round trip) per batch the backend allows.
     per_batch = max(1, (connection.features.max_query_params or 10_000) // len(fields))
