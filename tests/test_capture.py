@@ -578,3 +578,20 @@ def test_ids_sort_by_time():
     b = ids.point_id(1_700_000_000_001)
     assert a < b
     assert ids.base36(0) == "0" and ids.base36(35) == "z" and ids.base36(36) == "10"
+
+
+@pytest.mark.parametrize("field", ["requested_by", "tool", "run_id", "turn_id"])
+@pytest.mark.parametrize("bad", ["nul\x00", "lone \ud800", "bell\x07"])
+def test_who_tool_run_and_turn_are_plain_text(app, field, bad):
+    kwargs = {"requested_by": "x", "tool": "t", field: bad}
+    with pytest.raises(InvalidInput, match=f"{field} cannot contain control characters"):
+        services.write_artifact(app, PAGE, "index", "ok", **kwargs)
+    nothing_written(app)
+
+
+def test_names_with_control_characters_are_refused(app):
+    receipt = write(app, "index", "a")
+    with pytest.raises(InvalidInput, match="cannot contain control characters"):
+        services.name_point(receipt.restore_point_id, "bad\x00name", by="x")
+    with pytest.raises(InvalidInput, match="cannot contain control characters"):
+        services.name_change_set(receipt.change_set_id, "bad\ud800", by="x")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import unicodedata
 
 from django.db import DatabaseError, transaction
 from django.db.models import Q
@@ -18,6 +19,7 @@ POINT_NOT_FOUND = "There is no restore point “{id}”."
 SET_NOT_FOUND = "There is no change set “{id}”."
 NAME_TOO_LONG = "Names are at most 200 characters."
 NAME_NOT_TEXT = "A name must be text."
+NAME_HAS_CONTROL = "A name cannot contain control characters."
 RELEASE_MUST_BE_CHANGE = "Only a change set made by a writer can be marked as release."
 
 
@@ -97,6 +99,8 @@ def _clean_name(name: object) -> str:
     if not isinstance(name, str):
         raise InvalidInput(NAME_NOT_TEXT, field="name")
     name = " ".join(name.split())
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in name):
+        raise InvalidInput(NAME_HAS_CONTROL, field="name")
     if len(name) > 200:
         raise InvalidInput(NAME_TOO_LONG, field="name")
     return name

@@ -24,6 +24,7 @@ SOURCE_TOO_LARGE = (
     "Nothing was written."
 )
 ID_TOO_LONG = "{field} is at most 200 characters."
+ID_HAS_CONTROL = "{field} cannot contain control characters or broken text (found {char})."
 
 
 def validate_collection(collection: object) -> str:
@@ -84,4 +85,9 @@ def validate_optional_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field} must be text.", field=field)
     if len(value) > 200:
         raise InvalidInput(ID_TOO_LONG.format(field=field), field=field)
+    for char in value:
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            raise InvalidInput(
+                ID_HAS_CONTROL.format(field=field, char=f"U+{ord(char):04X}"), field=field
+            )
     return value
