@@ -23,7 +23,6 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 PASSWORD = "correct-horse-battery"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,14 @@ from playwright.sync_api import expect
 from versions.management.commands.load_demo import DEMO_SLUG, load_demo
 from versions.models import ChangeSet
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+# The README's screenshots are refreshed with VERSIONS_SCREENSHOTS=1; otherwise the test still
+# takes them (and checks the layout) but into a temporary folder, so a test run leaves the
+# tree clean.
+DOCS = (
+    Path(__file__).resolve().parents[2] / "docs"
+    if os.environ.get("VERSIONS_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="versions-screens-"))
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
