@@ -114,6 +114,9 @@ def test_restore_all_of_the_seed_turn_writes_both_files_back_with_the_seed_recei
         assert counter.change_set_id == data["setId"]
     for (collection, name), source in before.items():
         assert source_of(app, collection, name) == source
+        artifact = Artifact.objects.get(app=app, collection=collection, name=name)
+        assert artifact.size == len(source.encode())
+        assert artifact.updated_by == "rvaid"
     stored = ChangeSet.objects.get(id=data["setId"])
     assert stored.kind == ChangeSet.RESTORE
     assert stored.restored_from_id == set_id

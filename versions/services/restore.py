@@ -758,7 +758,13 @@ def _write(
     _insert_counter_points(points)
 
     repoint_many(
-        [(a.pk, t.blob_id, t.size) for t, a in plan if a.collection != API_ROUTE],
+        # The blob's own size (read with its length, no bytes) is authoritative; a target
+        # built without one (size 0) still re-points correctly.
+        [
+            (a.pk, t.blob_id, meta.get(t.sha, (t.size, 0))[0])
+            for t, a in plan
+            if a.collection != API_ROUTE
+        ],
         by=by,
         now=now,
     )
@@ -774,7 +780,7 @@ def _write(
                 live.as_model(),
                 sha=target.blob_id,
                 source=source,
-                size=target.size,
+                size=meta.get(target.sha, (target.size, 0))[0],
                 by=by,
                 now=now,
             )
