@@ -71,7 +71,11 @@ class CaptureMachine(RuleBasedStateMachine):
         self.last_point = receipt.restore_point_id
         self.current[key] = None
 
-    @rule(key=st.sampled_from(KEYS), source=sources, wrong=st.text(min_size=1, max_size=8))
+    @rule(
+        key=st.sampled_from(KEYS),
+        source=sources,
+        wrong=st.text(alphabet="0123456789abcdef", min_size=1, max_size=8),
+    )
     def stale_write(self, key, source, wrong):
         points_before = RestorePoint.objects.filter(app=self.app).count()
         with pytest.raises(StaleWrite) as exc:

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +104,24 @@ def run_session(site: dict[str, Any], token: str, script: Any) -> Any:
                 await session.initialize()
                 return await script(session)
 
-    try:
-        return anyio.run(main)
-    except BaseException:
-        print("MCP server stderr:\n" + log.read_text(errors="replace"))
-        raise
+    # A thread of its own: the browser tests' sync Playwright keeps an event loop running in
+    # the main thread for the whole session, and anyio refuses to start a second one there.
+    outcome: dict[str, Any] = {}
+
+    def in_thread() -> None:
+        try:
+            outcome["value"] = anyio.run(main)
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=in_thread)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        if log.exists():
+            print("MCP server stderr:\n" + log.read_text(errors="replace"))
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def points(site: dict[str, Any], set_id: str) -> list[tuple[str, str, str]]:
