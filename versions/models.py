@@ -257,8 +257,14 @@ class RestorePoint(models.Model):
     KIND_CHOICES = [(CAPTURE, "Capture"), (COUNTER, "Counter (before a restore)")]
 
     id = models.CharField(max_length=40, primary_key=True, help_text="rp_<ms base36>_<8 chars>.")
-    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="restore_points")
-    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="points")
+    # No single-column indexes on app and artifact: the composite indexes below lead with them,
+    # and every index is one more B-tree each capture and counter-point must update.
+    app = models.ForeignKey(
+        App, on_delete=models.PROTECT, related_name="restore_points", db_index=False
+    )
+    artifact = models.ForeignKey(
+        Artifact, on_delete=models.PROTECT, related_name="points", db_index=False
+    )
     kind = models.CharField(max_length=10, choices=KIND_CHOICES)
     previous_blob = models.ForeignKey(
         Blob,

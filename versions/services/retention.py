@@ -6,7 +6,7 @@ import logging
 import unicodedata
 
 from django.db import DatabaseError, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 
 from versions import conf
 from versions.errors import InvalidInput, NotFound
@@ -59,19 +59,30 @@ def prune(app: App) -> int:
         if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:  # type: ignore[operator]
             newest_pruned[artifact_id] = created_on
     RestorePoint.objects.filter(id__in=[row[0] for row in excess]).delete()
-    for artifact_id, moment in newest_pruned.items():
-        Artifact.objects.filter(pk=artifact_id).filter(
-            Q(pruned_until__isnull=True) | Q(pruned_until__lt=moment)
-        ).update(pruned_until=moment)
+    # One UPDATE for all artifacts; pruned_until only ever moves forward (a point pinned for a
+    # while and pruned later is older than what was pruned before it).
+    Artifact.objects.filter(pk__in=newest_pruned).update(
+        pruned_until=Case(
+            *[
+                When(
+                    Q(pk=artifact_id) & (Q(pruned_until__isnull=True) | Q(pruned_until__lt=moment)),
+                    then=Value(moment),
+                )
+                for artifact_id, moment in newest_pruned.items()
+            ],
+            default=F("pruned_until"),
+        )
+    )
     # A change set left with no points is gone with them (named or release sets are pinned,
     # so never emptied); one that lost some keeps the list, so Restore all can say which
     # artifact's state before the turn was pruned.
     ChangeSet.objects.filter(
         id__in=by_set.keys(), kind=ChangeSet.CHANGE, points__isnull=True
     ).delete()
-    for cs in ChangeSet.objects.filter(id__in=by_set.keys()).only("id", "pruned"):
+    remaining = list(ChangeSet.objects.filter(id__in=by_set.keys()).only("id", "pruned"))
+    for cs in remaining:
         cs.pruned = list(cs.pruned or []) + by_set[cs.id]
-        cs.save(update_fields=["pruned"])
+    ChangeSet.objects.bulk_update(remaining, ["pruned"])
     sweep_after_commit({row[1] for row in excess if row[1]})
     return len(excess)
 
