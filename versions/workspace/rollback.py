@@ -714,5 +714,9 @@ def _why(exc: BaseException) -> str:
 
 
 def _last_line(text: str) -> str:
+    """The line of a tool's output that says why: git's ``error:`` line, else the last line."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("error: "):
+            return line.removeprefix("error: ")
     return lines[-1] if lines else ""
