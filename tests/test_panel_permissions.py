@@ -131,7 +131,9 @@ def test_post_without_csrf_token_is_403_and_writes_nothing(
         (reverse("versions:name_change_set", args=["quotes", turn["set_id"]]), {"name": "x"}),
         (reverse("versions:mark_release", args=["quotes", turn["set_id"]]), {}),
     ]:
-        assert client.post(url, data, HTTP_HX_REQUEST="true").status_code == 403
+        refused = client.post(url, data, HTTP_HX_REQUEST="true")
+        assert refused.status_code == 403
+        assert "form has expired or was not sent from the panel" in refused.content.decode()
     assert _state() == before
     assert app.artifacts.get(name="index").source == source
     # With the token from the page's hx-headers the same POST goes through.

@@ -90,6 +90,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 
+# A refused CSRF check explains itself in the panel's words instead of Django's debug page.
+CSRF_FAILURE_VIEW = "versions.views._common.csrf_failure"
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -34,8 +35,13 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
 
 
 @register.simple_tag
-def when(moment: datetime | None) -> SafeString:
-    """A <time> with the relative time, and the absolute UTC time beside it."""
+def when(moment: datetime | str | None) -> SafeString:
+    """A <time> with the relative time, and the absolute UTC time beside it.
+
+    Accepts the ISO strings of stored receipts too.
+    """
+    if isinstance(moment, str):
+        moment = parse_datetime(moment)
     if moment is None:
         return mark_safe("")  # noqa: S308 - a constant
     absolute = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -52,3 +52,14 @@ def is_fragment(request: HttpRequest) -> bool:
     """An htmx request that wants a fragment (not a history restore, which needs the page)."""
     htmx = getattr(request, "htmx", None)
     return bool(htmx) and not htmx.history_restore_request  # type: ignore[union-attr]
+
+
+CSRF_FAILED = (
+    "This page's form has expired or was not sent from the panel, so nothing was written. "
+    "Reload the page and try again."
+)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF refusals in words, like every other 403 of the panel (settings.CSRF_FAILURE_VIEW)."""
+    return forbidden(request, CSRF_FAILED)
