@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from versions.models import Artifact, Blob, ChangeSet, RestorePoint
+from versions.models import App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
 
 
 @dataclass
@@ -41,7 +41,34 @@ def _sql(vendor: str) -> dict[str, str]:
     point, change_set = _table(RestorePoint), _table(ChangeSet)
     lock = " FOR UPDATE" if vendor == "postgresql" else ""
     json_cast = "::jsonb" if vendor == "postgresql" else ""
+    app_table, mark = _table(App), _table(ReleaseMark)
     return {
+        "excess_rows": (
+            "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on "
+            f"FROM {point} WHERE app_id = %s AND pinned = %s "
+            "ORDER BY created_on DESC, id DESC LIMIT 1000000000 OFFSET %s"
+        ),
+        "emptied_sets": (
+            f"SELECT id FROM {change_set} AS cs WHERE cs.kind = 'change' AND cs.id IN ({{ids}}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = cs.id)"
+        ),
+        "forget_set_in_sets": (
+            f"UPDATE {change_set} SET restored_from_id = NULL WHERE restored_from_id IN ({{ids}})"
+        ),
+        "forget_set_in_marks": (
+            f"UPDATE {mark} SET change_set_id = NULL WHERE change_set_id IN ({{ids}})"
+        ),
+        "forget_set_in_apps": (
+            f"UPDATE {app_table} SET release_set_id = NULL WHERE release_set_id IN ({{ids}})"
+        ),
+        "delete_sets": f"DELETE FROM {change_set} WHERE id IN ({{ids}})",
+        "delete_points": f"DELETE FROM {point} WHERE id IN ({{ids}})",
+        # One statement: a blob goes only if, at that moment, nothing references it.
+        "sweep": (
+            f"DELETE FROM {blob} WHERE sha256 IN ({{ids}}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {blob}.sha256) "
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {blob}.sha256)"
+        ),
         "lock": (
             f"SELECT id, blob_id, sha256, size, deleted, updated_on FROM {artifact} "
             f"WHERE app_id = %s AND collection = %s AND name = %s{lock}"
@@ -76,9 +103,10 @@ def _sql(vendor: str) -> dict[str, str]:
             f"UPDATE {artifact} SET blob_id = %s, sha256 = %s, size = %s, deleted = %s, "
             "route_key = NULL, updated_on = %s, updated_by = %s WHERE id = %s"
         ),
+        # Counting at most keep + 1 index entries: no sort, no table access.
         "excess": (
-            f"SELECT 1 FROM {point} WHERE app_id = %s AND pinned = %s "
-            "ORDER BY created_on DESC, id DESC LIMIT 1 OFFSET %s"
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s AND pinned = %s "
+            "LIMIT %s) AS capped"
         ),
     }
 
@@ -207,5 +235,47 @@ def update_artifact(pk: int, *, sha: str | None, size: int, by: str, now: dateti
 def has_excess_points(app_id: int, keep: int) -> bool:
     """Whether the app has more than ``keep`` unpinned points (then retention must prune)."""
     with connection.cursor() as cursor:
-        cursor.execute(_q("excess"), [app_id, False, keep])
-        return cursor.fetchone() is not None
+        cursor.execute(_q("excess"), [app_id, False, keep + 1])
+        return cursor.fetchone()[0] > keep
+
+
+def _in(name: str, values: list) -> str:
+    return _q(name).format(ids=", ".join(["%s"] * len(values)))
+
+
+def excess_points(app_id: int, keep: int) -> list[tuple[str, str | None, str, int, datetime]]:
+    """The app's unpinned points beyond the newest ``keep``: (id, blob, set, artifact, time)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_q("excess_rows"), [app_id, False, keep])
+        rows = cursor.fetchall()
+    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows]  # type: ignore[misc]
+
+
+def delete_points(point_ids: list[str]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_in("delete_points", point_ids), point_ids)
+
+
+def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
+    """Delete the change sets among ``set_ids`` left with no point; returns their ids.
+
+    What pointed at them (a restore set's ``restored_from``, release history, a release mark)
+    is cleared first, as the models' SET_NULL says.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_in("emptied_sets", set_ids), set_ids)
+        emptied = [row[0] for row in cursor.fetchall()]
+        if emptied:
+            for name in ("forget_set_in_sets", "forget_set_in_marks", "forget_set_in_apps"):
+                cursor.execute(_in(name, emptied), emptied)
+            cursor.execute(_in("delete_sets", emptied), emptied)
+    return set(emptied)
+
+
+def sweep_blobs(candidates: list[str]) -> int:
+    """Delete the blobs among ``candidates`` that no artifact and no point references."""
+    if not candidates:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(_in("sweep", candidates), candidates)
+        return cursor.rowcount

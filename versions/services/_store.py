@@ -1,4 +1,4 @@
-"""Low-level building blocks shared by capture and restore: blobs, locks, re-pointing.
+"""Low-level building blocks shared by the route-save path and restore: hashing, re-pointing.
 
 Private to ``versions.services``: callers use the public functions of the package.
 """
@@ -9,63 +9,12 @@ import hashlib
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Q
 
-from versions.models import App, Artifact, Blob
+from versions.models import Artifact
 
 
 def sha256_hex(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
-
-
-def store_blob(raw: bytes, sha: str, chars: int) -> None:
-    """Store ``raw`` under ``sha`` unless a blob with that hash is stored already."""
-    data, compressed = Blob.pack(raw)
-    Blob.objects.bulk_create(
-        [Blob(sha256=sha, data=data, size=len(raw), chars=chars, compressed=compressed)],
-        ignore_conflicts=True,
-    )
-
-
-def lock_artifact(app: App, collection: str, name: str) -> Artifact | None:
-    """The artifact row, locked for update, or None; ``.blob`` loads after the lock.
-
-    No join with the blob: when PostgreSQL re-reads a row that a concurrent writer changed
-    while we waited for its lock, a joined row is not re-fetched, so the blob would be stale
-    or missing (seen as ``blob_id`` set and ``blob`` None).
-    """
-    return (
-        Artifact.objects.select_for_update()
-        .filter(app=app, collection=collection, name=name)
-        .first()
-    )
-
-
-def lock_or_create_artifact(app: App, collection: str, name: str, now: datetime) -> Artifact:
-    """The artifact row locked for update; a new one starts as a tombstone (nothing exists).
-
-    Creating with ``ignore_conflicts`` first and then locking makes two writers creating the
-    same artifact queue on one row instead of one of them failing on the unique constraint.
-    """
-    artifact = lock_artifact(app, collection, name)
-    if artifact is None:
-        Artifact.objects.bulk_create(
-            [
-                Artifact(
-                    app=app,
-                    collection=collection,
-                    name=name,
-                    blob=None,
-                    sha256="",
-                    deleted=True,
-                    updated_on=now,
-                )
-            ],
-            ignore_conflicts=True,
-        )
-        artifact = lock_artifact(app, collection, name)
-        assert artifact is not None
-    return artifact
 
 
 def repoint(
@@ -133,32 +82,3 @@ def repoint_many(rows: list[tuple[int, str | None, int]], *, by: str, now: datet
     )
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
-
-
-def blob_is_referenced(sha: str) -> bool:
-    from versions.models import RestorePoint
-
-    return (
-        Artifact.objects.filter(blob_id=sha).exists()
-        or RestorePoint.objects.filter(previous_blob_id=sha).exists()
-    )
-
-
-def sweep_blobs(candidates: set[str]) -> int:
-    """Delete the blobs among ``candidates`` that no artifact and no point references."""
-    from versions.models import RestorePoint
-
-    if not candidates:
-        return 0
-    referenced = set(
-        Artifact.objects.filter(blob_id__in=candidates).values_list("blob_id", flat=True)
-    ) | set(
-        RestorePoint.objects.filter(previous_blob_id__in=candidates).values_list(
-            "previous_blob_id", flat=True
-        )
-    )
-    doomed = candidates - referenced
-    if not doomed:
-        return 0
-    deleted, _ = Blob.objects.filter(Q(sha256__in=doomed)).delete()
-    return deleted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+from datetime import datetime
 
 from django.db import DatabaseError, transaction
 from django.db.models import Case, F, Q, Value, When
@@ -11,7 +12,7 @@ from django.db.models import Case, F, Q, Value, When
 from versions import conf
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, Artifact, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
-from versions.services._store import sweep_blobs
+from versions.services import _sql
 
 logger = logging.getLogger(__name__)
 
@@ -29,12 +30,12 @@ def sweep_after_commit(candidates: set[str]) -> None:
     Outside the writer's transaction so a concurrent writer that re-references a blob makes
     the sweep fail (harmlessly) rather than the write.
     """
-    candidates = set(candidates)
+    doomed = sorted(candidates)
 
     def sweep() -> None:
         try:
             with transaction.atomic():
-                sweep_blobs(candidates)
+                _sql.sweep_blobs(doomed)
         except DatabaseError:  # pragma: no cover - a race; the next sweep will get it
             logger.info("blob sweep skipped after a concurrent reference", exc_info=True)
 
@@ -43,22 +44,16 @@ def sweep_after_commit(candidates: set[str]) -> None:
 
 def prune(app: App) -> int:
     """Delete the app's unpinned points beyond the newest N; returns how many went."""
-    excess = list(
-        RestorePoint.objects.filter(app=app, pinned=False)
-        .order_by("-created_on", "-id")
-        .values_list("id", "previous_blob_id", "change_set_id", "artifact_id", "created_on")[
-            conf.points_per_app() :
-        ]
-    )
+    excess = _sql.excess_points(app.pk, conf.points_per_app())
     if not excess:
         return 0
     by_set: dict[str, list[dict]] = {}
-    newest_pruned: dict[int, object] = {}
+    newest_pruned: dict[int, datetime] = {}
     for point_id, _blob, set_id, artifact_id, created_on in excess:
         by_set.setdefault(set_id, []).append({"pointId": point_id, "artifactId": artifact_id})
-        if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:  # type: ignore[operator]
+        if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:
             newest_pruned[artifact_id] = created_on
-    RestorePoint.objects.filter(id__in=[row[0] for row in excess]).delete()
+    _sql.delete_points([row[0] for row in excess])
     # One UPDATE for all artifacts; pruned_until only ever moves forward (a point pinned for a
     # while and pruned later is older than what was pruned before it).
     Artifact.objects.filter(pk__in=newest_pruned).update(
@@ -76,13 +71,13 @@ def prune(app: App) -> int:
     # A change set left with no points is gone with them (named or release sets are pinned,
     # so never emptied); one that lost some keeps the list, so Restore all can say which
     # artifact's state before the turn was pruned.
-    ChangeSet.objects.filter(
-        id__in=by_set.keys(), kind=ChangeSet.CHANGE, points__isnull=True
-    ).delete()
-    remaining = list(ChangeSet.objects.filter(id__in=by_set.keys()).only("id", "pruned"))
-    for cs in remaining:
-        cs.pruned = list(cs.pruned or []) + by_set[cs.id]
-    ChangeSet.objects.bulk_update(remaining, ["pruned"])
+    emptied = _sql.delete_emptied_change_sets(sorted(by_set))
+    remaining = [set_id for set_id in by_set if set_id not in emptied]
+    if remaining:
+        sets = list(ChangeSet.objects.filter(id__in=remaining).only("id", "pruned"))
+        for cs in sets:
+            cs.pruned = list(cs.pruned or []) + by_set[cs.id]
+        ChangeSet.objects.bulk_update(sets, ["pruned"])
     sweep_after_commit({row[1] for row in excess if row[1]})
     return len(excess)
 
