@@ -120,9 +120,10 @@ def _dt(value: datetime) -> Any:
 
 
 def _read_dt(value: object) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    parsed = parse_datetime(str(value))
+    """A stored datetime as an aware UTC datetime (SQLite hands back naive ones or text)."""
+    if value is None:
+        return None
+    parsed = value if isinstance(value, datetime) else parse_datetime(str(value))
     if parsed is not None and parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
