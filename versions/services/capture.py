@@ -245,6 +245,75 @@ def _prune_if_needed(app: App) -> None:
         retention.prune(app)
 
 
+@dataclass(frozen=True)
+class _Who:
+    """Who writes, with which tool, in which run and turn (validated)."""
+
+    requested_by: str
+    tool: str
+    run_id: str
+    turn_id: str
+
+    @classmethod
+    def of(cls, requested_by: object, tool: object, run_id: object, turn_id: object) -> _Who:
+        return cls(
+            validate_optional_id(requested_by, "requested_by"),
+            validate_optional_id(tool, "tool"),
+            validate_optional_id(run_id, "run_id"),
+            validate_optional_id(turn_id, "turn_id"),
+        )
+
+
+def _capture_and_write(
+    app: App,
+    row: _sql.ArtifactRow,
+    collection: str,
+    name: str,
+    *,
+    old_text: str,
+    sha: str | None,
+    source: str | None,
+    size: int,
+    who: _Who,
+) -> WriteReceipt:
+    """Steps 3-5 of the write path: the restore point, the write, retention, the receipt."""
+    captured = _capture(
+        app,
+        row,
+        old_text=old_text,
+        new_sha=sha or "",
+        new_text=source,
+        requested_by=who.requested_by,
+        tool=who.tool,
+        run_id=who.run_id,
+        turn_id=who.turn_id,
+    )
+    _write(
+        app,
+        row,
+        collection,
+        name,
+        sha=sha,
+        source=source,
+        size=size,
+        by=who.requested_by,
+        now=captured.created_on,
+    )
+    _prune_if_needed(app)
+    return WriteReceipt(
+        app.slug,
+        collection,
+        name,
+        row.sha256,
+        sha or "",
+        captured.point_id,
+        captured.change_set_id,
+        captured.lines_added,
+        captured.lines_removed,
+        unchanged=False,
+    )
+
+
 def _retrying(func: Any) -> Any:
     for attempt in range(_RETRIES):
         try:
@@ -274,10 +343,7 @@ def write_artifact(
     validate_collection(collection)
     validate_name(name)
     raw = encode_source(source)
-    by = validate_optional_id(requested_by, "requested_by")
-    tool = validate_optional_id(tool, "tool")
-    run = validate_optional_id(run_id, "run_id")
-    turn = validate_optional_id(turn_id, "turn_id")
+    who = _Who.of(requested_by, tool, run_id, turn_id)
     if expected_sha256 is not None:
         validate_optional_id(expected_sha256, "expected_sha256")
     sha = sha256_hex(raw)
@@ -294,40 +360,16 @@ def write_artifact(
                     app_obj.slug, collection, name, sha, sha, None, None, 0, 0, unchanged=True
                 )
             _sql.insert_blob(raw, sha, len(source), ids.ms_to_datetime(ids.now_ms()))
-            captured = _capture(
-                app_obj,
-                row,
-                old_text=old_raw.decode("utf-8"),
-                new_sha=sha,
-                new_text=source,
-                requested_by=by,
-                tool=tool,
-                run_id=run,
-                turn_id=turn,
-            )
-            _write(
+            return _capture_and_write(
                 app_obj,
                 row,
                 collection,
                 name,
+                old_text=old_raw.decode("utf-8"),
                 sha=sha,
                 source=source,
                 size=len(raw),
-                by=by,
-                now=captured.created_on,
-            )
-            _prune_if_needed(app_obj)
-            return WriteReceipt(
-                app_obj.slug,
-                collection,
-                name,
-                row.sha256,
-                sha,
-                captured.point_id,
-                captured.change_set_id,
-                captured.lines_added,
-                captured.lines_removed,
-                unchanged=False,
+                who=who,
             )
 
     return _retrying(attempt)
@@ -347,10 +389,7 @@ def delete_artifact(
     """Delete an artifact: it becomes a tombstone behind a restore point. Nothing is erased."""
     validate_collection(collection)
     validate_name(name)
-    by = validate_optional_id(requested_by, "requested_by")
-    tool = validate_optional_id(tool, "tool")
-    run = validate_optional_id(run_id, "run_id")
-    turn = validate_optional_id(turn_id, "turn_id")
+    who = _Who.of(requested_by, tool, run_id, turn_id)
 
     def attempt() -> WriteReceipt:
         with transaction.atomic():
@@ -364,40 +403,16 @@ def delete_artifact(
                 )
             check_expected(row, name, expected_sha256)
             assert row.blob_id is not None
-            captured = _capture(
-                app_obj,
-                row,
-                old_text=_sql.read_blob(row.blob_id).decode("utf-8"),
-                new_sha="",
-                new_text=None,
-                requested_by=by,
-                tool=tool,
-                run_id=run,
-                turn_id=turn,
-            )
-            _write(
+            return _capture_and_write(
                 app_obj,
                 row,
                 collection,
                 name,
+                old_text=_sql.read_blob(row.blob_id).decode("utf-8"),
                 sha=None,
                 source=None,
                 size=0,
-                by=by,
-                now=captured.created_on,
-            )
-            _prune_if_needed(app_obj)
-            return WriteReceipt(
-                app_obj.slug,
-                collection,
-                name,
-                row.sha256,
-                "",
-                captured.point_id,
-                captured.change_set_id,
-                captured.lines_added,
-                captured.lines_removed,
-                unchanged=False,
+                who=who,
             )
 
     return _retrying(attempt)
