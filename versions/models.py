@@ -300,10 +300,11 @@ class RestorePoint(models.Model):
     class Meta:
         ordering = ["-created_on", "-id"]
         indexes = [
+            # Also serves the turn lookup of grouping: it scans only the gap's time window of
+            # one app (at most the retained points), so turn_id needs no index of its own.
             models.Index(fields=["app", "-created_on"], name="point_app_recent"),
             models.Index(fields=["app", "pinned", "-created_on"], name="point_app_retention"),
             models.Index(fields=["artifact", "created_on"], name="point_artifact_time"),
-            models.Index(fields=["app", "turn_id", "-created_on"], name="point_app_turn"),
         ]
         constraints = [
             models.CheckConstraint(
