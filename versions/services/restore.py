@@ -15,20 +15,18 @@ artifact, each the state to return to) and lets the engine do the rest.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.utils.dateparse import parse_datetime
 
 from versions import conf, ids
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
 from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, ChangeSet, RestorePoint
-from versions.services import retention, routes
+from versions.services import _restore_sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.validation import validate_optional_id
 
@@ -321,20 +319,6 @@ class _Live:
         )
 
 
-_LIVE_FIELDS = (
-    "pk",
-    "app_id",
-    "collection",
-    "name",
-    "blob_id",
-    "sha256",
-    "size",
-    "deleted",
-    "route_key",
-    "updated_on",
-)
-
-
 def _points_sql() -> str:
     """SELECT of a set's points (``_POINT_FIELDS``), oldest first; built by the ORM once."""
     key = connection.vendor
@@ -352,15 +336,6 @@ def _points_sql() -> str:
 _SQL_CACHE: dict[str, str] = {}
 
 
-def _moment(value: Any) -> datetime:
-    """A DateTimeField value as read by a raw cursor: aware UTC datetime."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    parsed = parse_datetime(str(value))
-    assert parsed is not None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, _Live]:
     """The artifact rows, locked in primary-key order in one query (no source bytes loaded).
 
@@ -370,24 +345,9 @@ def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, _Li
     pks = sorted(set(artifact_ids))
     if not pks:
         return {}
-    qn = connection.ops.quote_name
-    columns = ", ".join(qn("id" if f == "pk" else f) for f in _LIVE_FIELDS)
-    rows = []
-    with connection.cursor() as cursor:
-        # Ascending chunks keep the one lock order even past the backend's parameter limit.
-        for start in range(0, len(pks), 900):
-            chunk = pks[start : start + 900]
-            sql = (
-                f"SELECT {columns} FROM {qn(Artifact._meta.db_table)} "  # noqa: S608
-                f"WHERE {qn('id')} IN ({', '.join(['%s'] * len(chunk))}) ORDER BY {qn('id')}"
-            )
-            if lock and connection.features.has_select_for_update:
-                sql += " FOR UPDATE"
-            cursor.execute(sql, chunk)
-            rows.extend(cursor.fetchall())
-    live = {}
-    for pk, app_id, collection, name, blob_id, sha, size, deleted, route_key, updated in rows:
-        live[pk] = _Live(
+    read = _restore_sql.read_moment
+    return {
+        pk: _Live(
             pk,
             app_id,
             collection,
@@ -397,9 +357,12 @@ def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, _Li
             size,
             bool(deleted),
             route_key,
-            _moment(updated),
+            read(updated),
         )
-    return live
+        for pk, app_id, collection, name, blob_id, sha, size, deleted, route_key, updated in (
+            _restore_sql.lock_artifacts(pks, lock=lock)
+        )
+    }
 
 
 def _texts(shas: Iterable[str]) -> dict[str, str]:
@@ -506,47 +469,15 @@ def _check_routes(
     return accepted
 
 
-def _suffix() -> str:
-    """8 random characters of [0-9a-z], as in every point id, from one call to the OS RNG."""
-    return ids.base36(secrets.randbelow(36**8)).rjust(8, "0")
+def _insert_counter_points(points: list[tuple[Any, ...]]) -> None:
+    """Store the counter-points of a restore: rows of ``_restore_sql.COUNTER_COLUMNS`` values
+    (``created_on`` adapted for the database); other fields take their defaults.
 
-
-def _insert_counter_points(points: list[dict[str, Any]]) -> None:
-    """Store the counter-points of a restore in one multi-row INSERT (per parameter batch).
-
-    ``points`` are RestorePoint field values by attname; other fields take their defaults.
     The values are plain text, numbers, booleans and one moment, so they are passed as they
     are instead of through the ORM's per-value preparation (which would cost more than the
     writes themselves).
     """
-    if not points:
-        return
-    fields = RestorePoint._meta.concrete_fields
-    defaults = {f.attname: f.get_default() for f in fields}
-    qn = connection.ops.quote_name
-    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608 - identifiers from the model
-        qn(RestorePoint._meta.db_table),
-        ", ".join(qn(f.column or f.attname) for f in fields),
-        placeholders,
-    )
-    moments: dict[datetime, Any] = {}
-    rows = []
-    for point in points:
-        when = point["created_on"]
-        if when not in moments:
-            moments[when] = connection.ops.adapt_datetimefield_value(when)
-        values = {**defaults, **point, "created_on": moments[when]}
-        rows.append([values[f.attname] for f in fields])
-    # Multi-row VALUES: one statement (one round trip) per batch the backend allows.
-    per_batch = max(1, (connection.features.max_query_params or 10_000) // len(fields))
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_batch):
-            batch = rows[start : start + per_batch]
-            cursor.execute(
-                sql + (", " + placeholders) * (len(batch) - 1),
-                [value for row in batch for value in row],
-            )
+    _restore_sql.insert_counter_points(points)
 
 
 def _restore_targets(
@@ -694,32 +625,34 @@ def _write(
     counts = _line_counts(plan)
     meta = _blob_meta(t.sha for t, _ in plan)
 
-    points: list[dict[str, Any]] = []
+    points: list[tuple[Any, ...]] = []
     items: list[dict[str, Any]] = []
-    stamp = ids.base36(ms)
-    for target, artifact in plan:
-        counter_id = f"rp_{stamp}_{_suffix()}"
+    stamp = f"rp_{ids.base36(ms)}_"
+    moment = connection.ops.adapt_datetimefield_value(now)
+    app_id = app.pk
+    for (target, artifact), suffix in zip(
+        plan, _restore_sql.random_suffixes(len(plan)), strict=True
+    ):
+        counter_id = stamp + suffix
         added, removed = counts[artifact.pk]
+        # Counter-points are exempt from the size cap: the blob exists already.
         points.append(
-            {
-                "id": counter_id,
-                "app_id": app.pk,
-                "artifact_id": artifact.pk,
-                "kind": RestorePoint.COUNTER,
-                # Counter-points are exempt from the size cap: the blob exists already.
-                "previous_blob_id": artifact.blob_id,
-                "previous_sha256": artifact.sha256,
-                "previous_size": artifact.size if not artifact.deleted else 0,
-                "previous_existed": not artifact.deleted,
-                "source_stored": True,
-                "new_sha256": target.sha,
-                "requested_by": by,
-                "tool": RESTORE_TOOL,
-                "created_on": now,
-                "lines_added": added,
-                "lines_removed": removed,
-                "change_set_id": set_id,
-            }
+            (
+                counter_id,
+                app_id,
+                artifact.pk,
+                artifact.blob_id,
+                artifact.sha256,
+                artifact.size if not artifact.deleted else 0,
+                not artifact.deleted,
+                target.sha,
+                by,
+                RESTORE_TOOL,
+                moment,
+                added,
+                removed,
+                set_id,
+            )
         )
         items.append(
             {
@@ -746,15 +679,7 @@ def _write(
         source=restored_from,
         skipped=len(skipped),
     )
-    ChangeSet.objects.create(
-        id=set_id,
-        app_id=app.pk,
-        kind=ChangeSet.RESTORE,
-        created_on=now,
-        created_by=by,
-        restored_from_id=restored_from,
-        receipt=receipt.as_dict(),
-    )
+    _restore_sql.insert_restore_set(set_id, app_id, now, by, restored_from, receipt.as_dict())
     _insert_counter_points(points)
 
     repoint_many(
@@ -808,14 +733,14 @@ def _run(app: App, set_ref: str, by: str, dry_run: bool, body: Any) -> RestoreRe
         raise
 
 
-def _set_targets(change_set: ChangeSet) -> list[RestoreTarget]:
+def _set_targets(set_id: str, pruned_entries: list[dict[str, Any]]) -> list[RestoreTarget]:
     """For every artifact in the set, the state before the set: its oldest point's previous
     state, or a finding when retention pruned that point."""
     oldest: dict[int, RestoreTarget] = {}
     # The same SQL the ORM would build, compiled once per process and run as is: building and
     # converting it through the queryset costs more than the query itself.
     with connection.cursor() as cursor:
-        cursor.execute(_points_sql(), [change_set.id])
+        cursor.execute(_points_sql(), [set_id])
         rows = cursor.fetchall()
     for row in rows:
         if row[1] not in oldest:
@@ -823,7 +748,7 @@ def _set_targets(change_set: ChangeSet) -> list[RestoreTarget]:
     # Retention prunes a set's oldest points first, so an artifact that lost any point of the
     # set lost its state before the set.
     pruned: dict[int, str] = {}
-    for entry in change_set.pruned or []:
+    for entry in pruned_entries:
         artifact_id, point_id = entry.get("artifactId"), entry.get("pointId")
         if artifact_id is None:
             continue
@@ -859,22 +784,22 @@ def restore_change_set(
     reviewed = normalise_expected(expected)
     if not isinstance(set_id, str):
         raise NotFound(SET_NOT_FOUND.format(id=set_id))
-    change_set = ChangeSet.objects.select_related("app").filter(id=set_id).first()
-    if change_set is None:
+    found = _restore_sql.change_set_and_app(set_id)
+    if found is None:
         raise NotFound(SET_NOT_FOUND.format(id=set_id))
-    app = change_set.app
+    found_id, pruned_entries, app = found
 
     def body() -> RestoreReceipt:
         return _restore_targets(
             app,
-            _set_targets(change_set),
+            _set_targets(found_id, pruned_entries),
             by=by,
-            restored_from=change_set.id,
+            restored_from=found_id,
             dry_run=dry_run,
             expected=reviewed,
         )
 
-    return _run(app, change_set.id, by, dry_run, body)
+    return _run(app, found_id, by, dry_run, body)
 
 
 def restore_point(
