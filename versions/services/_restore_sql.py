@@ -180,15 +180,18 @@ def insert_counter_points(rows: Sequence[Sequence[Any]]) -> None:
             )
 
 
-_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+_ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
+# Bytes below 252 = 7 × 36 map uniformly onto the 36 characters; the rest are dropped.
+_TO_CHAR = bytes(_ALPHABET[b % 36] for b in range(256))
+_REJECTED = bytes(range(252, 256))
 
 
 def random_suffixes(count: int) -> list[str]:
     """``count`` texts of 8 characters of [0-9a-z], each uniformly random (as
     ``secrets.randbelow(36**8)`` in base 36, zero-padded), from the OS RNG in one call or so."""
-    chars: list[str] = []
     needed = 8 * count
+    chars = b""
     while len(chars) < needed:
-        # Bytes below 252 = 7 × 36 map uniformly onto the 36 characters; the rest are dropped.
-        chars.extend(_ALPHABET[b % 36] for b in os.urandom(needed - len(chars) + 16) if b < 252)
-    return ["".join(chars[i : i + 8]) for i in range(0, needed, 8)]
+        chars += os.urandom(needed - len(chars) + 16).translate(_TO_CHAR, _REJECTED)
+    text = chars.decode("ascii")
+    return [text[i : i + 8] for i in range(0, needed, 8)]
