@@ -12,18 +12,21 @@ line (as ``git diff --numstat`` does); such a line carries ``no_eol=True``. A ``
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 import threading
 from array import array
+from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, cycle, islice, repeat
+from html import escape as _html_escape
+from itertools import accumulate, chain, cycle, islice, repeat
 from typing import Literal
 
 from diff_match_patch import diff_match_patch
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 try:  # pragma: no cover - depends on the environment
@@ -142,6 +145,17 @@ def _lines_to_chars(
     old-only lines share one sentinel and all new-only lines another (same diff, fewer codes).
     Past ``limit`` distinct shared lines codes wrap around, and equal runs must be verified.
     """
+    if len(a) <= limit:
+        # One hash lookup per line: ``setdefault`` gives each old line the code drawn for its
+        # first occurrence (sparse codes, never wrapped); a new line takes its old code or the
+        # new-only sentinel. Old lines whose code the new side never took become old-only.
+        code_of: dict[object, int] = {}
+        la = list(map(code_of.setdefault, a, _code_points()))
+        lb = list(map(code_of.get, b, repeat(ord(_NEW_ONLY))))
+        common = set(lb)
+        keep: dict[object, int] = dict(zip(common, common, strict=True))
+        cb = array("I", lb).tobytes().decode("utf-32-le")
+        return _encode(la, keep.get, _OLD_ONLY), cb, False
     shared = set(a)
     shared.intersection_update(b)
     overflow = len(shared) > limit
@@ -238,21 +252,10 @@ def line_ops(
     return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
 
 
-_RUN_OLD = re.compile(_OLD_ONLY + "+")
-_RUN_NEW = re.compile(_NEW_ONLY + "+")
-
-
-def _runs(encoded: str, pattern: re.Pattern[str]) -> tuple[list[int], list[int]]:
-    """Reduced position of each sentinel run, and the sentinel count up to its end."""
-    pos: list[int] = []
-    cum: list[int] = []
-    total = 0
-    for m in pattern.finditer(encoded):
-        start, end = m.span()
-        pos.append(start - total)
-        total += end - start
-        cum.append(total)
-    return pos, cum
+def _set_aside(encoded: str, sentinel: str) -> tuple[str, list[int]]:
+    """``encoded`` without its sentinels, and each sentinel's position in that reduced text."""
+    pieces = encoded.split(sentinel)
+    return "".join(pieces), list(accumulate(map(len, pieces[:-1])))
 
 
 def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
@@ -261,9 +264,8 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
     Lines present on one side only can never match, so the engine diffs only the lines that
     can; the longest common subsequence, and so the counts, stay those of the full diff.
     """
-    ra, rb = ca.replace(_OLD_ONLY, ""), cb.replace(_NEW_ONLY, "")
-    pos_a, cum_a = _runs(ca, _RUN_OLD)
-    pos_b, cum_b = _runs(cb, _RUN_NEW)
+    ra, pos_a = _set_aside(ca, _OLD_ONLY)
+    rb, pos_b = _set_aside(cb, _NEW_ONLY)
 
     inf = len(ca) + len(cb) + 1
     pos_a.append(inf)
@@ -271,8 +273,7 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
     ops: list[Op] = []
     prev_a = prev_b = 0  # original positions already emitted
     ia = ib = 0  # reduced positions
-    ka = kb = 0  # next sentinel run on each side
-    shift_a = shift_b = 0  # sentinels before the current reduced position
+    ka = kb = 0  # sentinels at or before the current reduced position (the shift to original)
     for op, n in engine_diff(ra, rb, engine=engine) if ra and rb else ():
         if op == "-":
             ia += n
@@ -282,14 +283,10 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
             continue
         end_a = ia + n
         while ia < end_a:
-            while pos_a[ka] <= ia:
-                shift_a = cum_a[ka]
-                ka += 1
-            while pos_b[kb] <= ib:
-                shift_b = cum_b[kb]
-                kb += 1
+            ka = bisect_right(pos_a, ia, ka)
+            kb = bisect_right(pos_b, ib, kb)
             take = min(end_a - ia, pos_a[ka] - ia, pos_b[kb] - ib)
-            oa, ob = ia + shift_a, ib + shift_b
+            oa, ob = ia + ka, ib + kb
             if oa > prev_a:
                 ops.append(("-", oa - prev_a))
             if ob > prev_b:
@@ -568,6 +565,32 @@ def compute_diff(
     max_hunk_rows: int = MAX_HUNK_ROWS,
 ) -> DiffResult:
     """Diff ``old``→``new`` (``None``: file did not exist / was removed); render nothing yet."""
+    with _gc_paused():
+        return _compute_diff(old, new, context, engine, max_hunk_rows)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: the line lists of a big text are young, so every
+    collection triggered by the small objects built meanwhile would walk them again. Nothing
+    built here is cyclic garbage. Re-enabled only by whoever paused it (threads may overlap)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _compute_diff(
+    old: str | None,
+    new: str | None,
+    context: int,
+    engine: EngineName | None,
+    max_hunk_rows: int,
+) -> DiffResult:
     old_text, new_text = old or "", new or ""
     a, a_noeol = split_lines(old_text)
     b, b_noeol = split_lines(new_text)
@@ -679,13 +702,15 @@ def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkS
 
 def _flush(spans: list[HunkSpan], segs: list[Segment], gap: Gap | None, max_rows: int) -> None:
     """Append the hunk made of ``segs``, split into hunks of at most ``max_rows`` rows."""
-    old_count = new_count = rows = 0
-    for seg in segs:
-        old_count += seg[3]
-        new_count += seg[4]
-        rows += seg[3] + seg[4] if seg[0] == "!" else seg[3]
-    if rows <= max_rows:
-        spans.append(HunkSpan(segs[0][1], segs[0][2], old_count, new_count, tuple(segs), gap))
+    # Segments are contiguous on both sides, so the counts come from the first and last one;
+    # rows (context counted once) never exceed old + new lines, so most hunks need no loop.
+    first, last = segs[0], segs[-1]
+    old_count = last[1] + last[3] - first[1]
+    new_count = last[2] + last[4] - first[2]
+    if old_count + new_count <= max_rows or max_rows >= sum(
+        seg[3] + seg[4] if seg[0] == "!" else seg[3] for seg in segs
+    ):
+        spans.append(HunkSpan(first[1], first[2], old_count, new_count, tuple(segs), gap))
         return
     pieces: list[Segment] = []
     rows = 0
@@ -814,13 +839,13 @@ def render_parts(parts: Iterable[tuple[bool, str]], tag: Literal["del", "ins"]) 
     for changed, text in parts:
         if not text:
             continue
-        esc = escape(text)
+        esc = _html_escape(text)  # what django.utils.html.escape returns, minus its lazy wrapper
         out.append(f"{open_tag}{esc}{close_tag}" if changed else esc)
     return mark_safe("".join(out))
 
 
 def _plain(text: str) -> SafeString:
-    return mark_safe(escape(text))
+    return SafeString(_html_escape(text))
 
 
 def _render_hunk(result: DiffResult, index: int, engine: EngineName | None = None) -> Hunk:
