@@ -235,17 +235,16 @@ _POINT_FIELDS = (
 
 
 def _target_from_row(row: tuple) -> RestoreTarget:
+    """:func:`target_for_point` of a ``_POINT_FIELDS`` row, built positionally (one per
+    artifact of a Restore all)."""
     (pid, artifact_id, existed, blob_id, prev_sha, prev_size, new_sha, added, removed) = row
-    return target_for_point(
-        artifact_id=artifact_id,
-        point_id=pid,
-        previous_existed=existed,
-        previous_blob_id=blob_id,
-        previous_sha256=prev_sha,
-        previous_size=prev_size,
-        new_sha256=new_sha,
-        lines_added=added,
-        lines_removed=removed,
+    if not existed:
+        return RestoreTarget(artifact_id, "", None, pid, 0, None, new_sha, added, removed)
+    unavailable = None
+    if blob_id is None:
+        unavailable = FINDING_NOT_STORED.format(size=prev_size, cap=conf.max_stored_bytes())
+    return RestoreTarget(
+        artifact_id, prev_sha, blob_id, pid, prev_size, unavailable, new_sha, added, removed
     )
 
 
