@@ -571,9 +571,16 @@ def compute_diff(
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: the line lists of a big text are young, so every
-    collection triggered by the small objects built meanwhile would walk them again. Nothing
-    built here is cyclic garbage. Re-enabled only by whoever paused it (threads may overlap)."""
+    """Pause the cyclic garbage collector while diffing, then age what the diff built.
+
+    The line lists of a big text (100k+ items each) are young, so every collection the small
+    objects built meanwhile trigger would walk them again (~18 collections per 1.5 MB view).
+    Nothing built here is cyclic garbage. On the way out, ``freeze`` + ``unfreeze`` moves the
+    tracked objects to the oldest generation in O(1): the result is cached and long-lived, so
+    young collections need not walk its lists twice more first (young cyclic garbage of the
+    process waits for the next full collection). Skipped when the process uses ``gc.freeze``
+    itself. Re-enabled only by whoever paused it (threads may overlap).
+    """
     paused = gc.isenabled()
     if paused:
         gc.disable()
@@ -581,6 +588,9 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if paused:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
