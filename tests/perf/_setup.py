@@ -6,7 +6,9 @@ benchmark never touches real data.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -24,6 +26,7 @@ def setup_django() -> str:
     url = os.environ.get("DATABASE_URL")
     if not url:
         folder = tempfile.mkdtemp(prefix="versions-bench-")
+        atexit.register(shutil.rmtree, folder, True)  # the bench database goes with the run
         os.environ["DATABASE_URL"] = f"sqlite:///{folder}/bench.sqlite3"
     elif url.startswith(("postgres://", "postgresql://")):
         import psycopg

@@ -30,8 +30,10 @@ Prints its figures last as one line of JSON. Ratios are ours / theirs: lower is 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -52,6 +54,7 @@ def setup_django() -> str:
     url = os.environ.get("DATABASE_URL")
     if not url:
         folder = tempfile.mkdtemp(prefix="versions-bench-restore-")
+        atexit.register(shutil.rmtree, folder, True)  # the bench database goes with the run
         os.environ["DATABASE_URL"] = f"sqlite:///{folder}/bench.sqlite3"
     elif url.startswith(("postgres://", "postgresql://")):
         import psycopg
