@@ -55,7 +55,8 @@ def get_app(slug: str) -> App:
 # --------------------------------------------------------------------------------------------
 
 
-def _with_totals(qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
+def with_totals(qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
+    """Annotate sets with what a set row shows: artifacts, points, lines added and removed."""
     return qs.annotate(
         artifact_count=Count("points__artifact", distinct=True),
         point_count=Count("points", distinct=True),
@@ -64,7 +65,7 @@ def _with_totals(qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
     )
 
 
-def _attach_tools(sets: list[ChangeSet]) -> None:
+def attach_tools(sets: list[ChangeSet]) -> None:
     """Give each set ``tools`` (sorted distinct tool names) with one query for all of them."""
     tools: dict[str, set[str]] = defaultdict(set)
     if sets:
@@ -82,21 +83,21 @@ def _attach_tools(sets: list[ChangeSet]) -> None:
 
 def change_set_page(app: App, page: int | str | None) -> Page:
     """One page of the app's change sets, newest first, with totals and tools."""
-    qs = _with_totals(ChangeSet.objects.filter(app=app).order_by("-created_on", "-id"))
+    qs = with_totals(ChangeSet.objects.filter(app=app).order_by("-created_on", "-id"))
     paginator = Paginator(qs, SETS_PER_PAGE)
     page_obj = paginator.get_page(page)
     sets = list(page_obj.object_list)
-    _attach_tools(sets)
+    attach_tools(sets)
     page_obj.object_list = sets
     return page_obj
 
 
 def change_set_row(app: App, set_id: str) -> ChangeSet:
     """One set with the same totals as a list row, or 404."""
-    cs = _with_totals(ChangeSet.objects.filter(app=app, id=set_id)).first()
+    cs = with_totals(ChangeSet.objects.filter(app=app, id=set_id)).first()
     if cs is None:
         raise Http404(f"There is no change set “{set_id}” in this app.")
-    _attach_tools([cs])
+    attach_tools([cs])
     return cs
 
 

@@ -14,15 +14,14 @@ them, writes counter-points, skips matches and stores the restore set in one tra
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
 
-from versions import conf
+from versions import conf, selectors
 from versions.errors import InvalidInput
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
 from versions.services.capture import resolve_app
@@ -315,29 +314,13 @@ def _sets_after(app: App, moment: datetime, release: ChangeSet) -> list[ChangeSe
     and tools a set row shows; three queries."""
     later_point = RestorePoint.objects.filter(change_set=OuterRef("pk"), created_on__gt=moment)
     sets: list[ChangeSet] = list(
-        ChangeSet.objects.filter(app=app)
-        .exclude(pk=release.pk)
-        .filter(Q(created_on__gt=moment) | Exists(later_point))
-        .annotate(
-            artifact_count=Count("points__artifact", distinct=True),
-            point_count=Count("points", distinct=True),
-            added=Sum("points__lines_added"),
-            removed=Sum("points__lines_removed"),
-        )
-        .order_by("-created_on", "-id")
+        selectors.with_totals(
+            ChangeSet.objects.filter(app=app)
+            .exclude(pk=release.pk)
+            .filter(Q(created_on__gt=moment) | Exists(later_point))
+        ).order_by("-created_on", "-id")
     )
-    tools: dict[str, set[str]] = defaultdict(set)
-    if sets:
-        rows = (
-            RestorePoint.objects.filter(change_set_id__in=[s.id for s in sets])
-            .values_list("change_set_id", "tool")
-            .distinct()
-        )
-        for set_id, tool in rows:
-            if tool:
-                tools[set_id].add(tool)
-    for s in sets:
-        s.tools = sorted(tools[s.id])  # type: ignore[attr-defined]
+    selectors.attach_tools(sets)
     return sets
 
 
