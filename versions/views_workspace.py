@@ -31,6 +31,7 @@ from versions.views._common import (
     NO_RESTORE,
     RESTORE_PERM,
     forbidden,
+    int_param,
     is_fragment,
     panel_view,
     perms,
@@ -441,13 +442,6 @@ def workspace_cards() -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------
 
 
-def _int(value: str | None, default: int = 0) -> int:
-    try:
-        return int(value or default)
-    except ValueError:
-        return default
-
-
 @require_GET
 @panel_view
 def workspaces(request: HttpRequest) -> HttpResponse:
@@ -521,7 +515,7 @@ def workspace_diff_page(
 ) -> HttpResponse:
     """The next page of hunks of one file's backup→current diff."""
     state = _state_of(name, kind, log)
-    diff = one_diff(state, file_id, page=_int(request.GET.get("page"), 1))
+    diff = one_diff(state, file_id, page=int_param(request.GET.get("page"), 1))
     if request.GET.get("now", diff.key) != diff.key or diff.page is None:
         ctx = {"message": CHANGED_SINCE}
         return render(request, "versions/partials/_diff_stale.html", ctx)
@@ -538,9 +532,9 @@ def workspace_diff_context(
     diff = one_diff(state, file_id)
     if request.GET.get("now", diff.key) != diff.key or diff.result is None:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
-    old_start = _int(request.GET.get("old"))
-    new_start = _int(request.GET.get("new"))
-    count = _int(request.GET.get("count"))
+    old_start = int_param(request.GET.get("old"))
+    new_start = int_param(request.GET.get("new"))
+    count = int_param(request.GET.get("count"))
     take = max(0, min(count, GAP_CHUNK))
     try:
         rows = diffing.context_lines(diff.old, diff.new, old_start, new_start, take)

@@ -63,3 +63,11 @@ CSRF_FAILED = (
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF refusals in words, like every other 403 of the panel (settings.CSRF_FAILURE_VIEW)."""
     return forbidden(request, CSRF_FAILED)
+
+
+def int_param(value: str | None, default: int = 0) -> int:
+    """A whole number from a query parameter; ``default`` when it is missing or not a number."""
+    try:
+        return int(value or default)
+    except ValueError:
+        return default

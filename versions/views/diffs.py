@@ -14,7 +14,7 @@ from versions import conf, diffing, selectors
 from versions.models import RestorePoint
 from versions.selectors import ArtifactChange
 from versions.templatetags.versions_panel import kb
-from versions.views._common import panel_view
+from versions.views._common import int_param, panel_view
 
 HUNKS_PER_PAGE = 20
 # Unchanged lines one click of an expander reveals; a longer gap keeps the rest collapsed.
@@ -161,13 +161,6 @@ def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
     return DiffView(change, status, message, result, page_obj)
 
 
-def _int(value: str | None, default: int = 0) -> int:
-    try:
-        return int(value or default)
-    except ValueError:
-        return default
-
-
 @require_GET
 @panel_view
 def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
@@ -186,7 +179,7 @@ def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     point = selectors.get_point(app, point_id)
     if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
-    view = build_diff(selectors.point_change(point), page=_int(request.GET.get("page"), 1))
+    view = build_diff(selectors.point_change(point), page=int_param(request.GET.get("page"), 1))
     return render(request, "versions/partials/_diff_page.html", {"app": app, "diff": view})
 
 
@@ -198,9 +191,9 @@ def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     point = selectors.get_point(app, point_id)
     if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
-    old_start = _int(request.GET.get("old"))
-    new_start = _int(request.GET.get("new"))
-    count = _int(request.GET.get("count"))
+    old_start = int_param(request.GET.get("old"))
+    new_start = int_param(request.GET.get("new"))
+    count = int_param(request.GET.get("count"))
     take = min(count, GAP_CHUNK)
     try:
         rows = diff_result(selectors.point_change(point)).context_lines(old_start, new_start, take)
