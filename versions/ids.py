@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -21,7 +21,9 @@ def base36(number: int) -> str:
 
 
 def random_suffix(length: int = 8) -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+    """``length`` uniformly random characters of [0-9a-z], from one draw of the system RNG."""
+    digits = base36(secrets.randbelow(36**length))
+    return "0" * (length - len(digits)) + digits
 
 
 def now_ms() -> int:
@@ -32,8 +34,15 @@ def ms_to_datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
 def datetime_to_ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
+    """Whole milliseconds since the epoch (exact integer arithmetic, floored; naive = UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _MS
 
 
 def point_id(ms: int) -> str:

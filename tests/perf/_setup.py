@@ -1,7 +1,7 @@
 """Benchmark set-up: Django on the database DATABASE_URL names (a fresh SQLite file when unset).
 
-On PostgreSQL a fresh database ``versions_bench`` is created next to the one named, so a
-benchmark never touches real data.
+On PostgreSQL a fresh database ``versions_bench_<pid>`` is created next to the one named (and
+dropped at exit), so a benchmark never touches real data or another running benchmark.
 """
 
 from __future__ import annotations
@@ -32,10 +32,13 @@ def setup_django() -> str:
         import psycopg
 
         parts = urlsplit(url)
+        # One database per run, so two benchmarks running at once never share one.
+        name = f"versions_bench_{os.getpid()}"
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DROP DATABASE IF EXISTS versions_bench WITH (FORCE)")
-            conn.execute("CREATE DATABASE versions_bench")
-        os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path="/versions_bench"))
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
+        atexit.register(_drop_database, url, name)
+        os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
     os.environ["DJANGO_DEBUG"] = "0"
     import django
@@ -46,6 +49,15 @@ def setup_django() -> str:
     from django.db import connection
 
     return connection.vendor
+
+
+def _drop_database(url: str, name: str) -> None:
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def median_ms(func: Callable[[int], object], n: int, warmup: int = 5) -> float:

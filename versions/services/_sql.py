@@ -7,13 +7,17 @@ statements the ORM would, with the SQL built once. Private to ``versions.service
 
 from __future__ import annotations
 
+import json
 import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from django.db import connection
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils.dateparse import parse_datetime
 
 from versions.models import App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
@@ -29,6 +33,12 @@ class ArtifactRow:
     size: int
     deleted: bool
     updated_on: datetime | None
+    # Read in the same statement as the lock (None: not read there; use read_blob):
+    old_raw: bytes | None = None
+    # Capture time of the app's newest point (read with the lock; None: none, or not read).
+    app_last: datetime | None = None
+    # Unpinned points of the app before this write (None: not counted with the lock).
+    unpinned: int | None = None
 
 
 def _table(model: type) -> str:
@@ -43,10 +53,17 @@ def _sql(vendor: str) -> dict[str, str]:
     json_cast = "::jsonb" if vendor == "postgresql" else ""
     app_table, mark = _table(App), _table(ReleaseMark)
     return {
+        # The points at or before the (keep + 1)-th newest capture time, and how many are
+        # newer: both found on the retention index alone, so the cost does not grow with
+        # the points kept (ordering all of them by id as well would read every row).
         "excess_rows": (
-            "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on "
+            f"WITH cut AS (SELECT created_on AS c FROM {point} WHERE app_id = %s "
+            "AND pinned = %s ORDER BY created_on DESC LIMIT 1 OFFSET %s) "
+            "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on, "
+            f"(SELECT COUNT(*) FROM {point} WHERE app_id = %s AND pinned = %s "
+            "AND created_on > (SELECT c FROM cut)) "
             f"FROM {point} WHERE app_id = %s AND pinned = %s "
-            "ORDER BY created_on DESC, id DESC LIMIT 1000000000 OFFSET %s"
+            "AND created_on <= (SELECT c FROM cut) ORDER BY created_on DESC, id DESC"
         ),
         "emptied_sets": (
             f"SELECT id FROM {change_set} AS cs WHERE cs.kind = 'change' AND cs.id IN ({{ids}}) "
@@ -63,6 +80,12 @@ def _sql(vendor: str) -> dict[str, str]:
         ),
         "delete_sets": f"DELETE FROM {change_set} WHERE id IN ({{ids}})",
         "delete_points": f"DELETE FROM {point} WHERE id IN ({{ids}})",
+        "pruned_until": (
+            f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
+            "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE id = %s"
+        ),
+        "pruned_of_sets": f"SELECT id, pruned FROM {change_set} WHERE id IN ({{ids}})",
+        "set_pruned": f"UPDATE {change_set} SET pruned = %s{json_cast} WHERE id = %s",
         # One statement: a blob goes only if, at that moment, nothing references it.
         "sweep": (
             f"DELETE FROM {blob} WHERE sha256 IN ({{ids}}) "
@@ -72,6 +95,24 @@ def _sql(vendor: str) -> dict[str, str]:
         "lock": (
             f"SELECT id, blob_id, sha256, size, deleted, updated_on FROM {artifact} "
             f"WHERE app_id = %s AND collection = %s AND name = %s{lock}"
+        ),
+        # The lock, the current source and (SQLite, where the write lock is already held, so
+        # the count cannot go stale) the retention count, in one statement. The blob's sha is
+        # read back so a join that PostgreSQL re-checked after waiting for the lock is detected.
+        "lock_read": (
+            "SELECT a.id, a.blob_id, a.sha256, a.size, a.deleted, a.updated_on, "
+            "b.sha256, b.data, b.compressed, "
+            f"(SELECT p.created_on FROM {point} AS p WHERE p.app_id = a.app_id "
+            "ORDER BY p.created_on DESC LIMIT 1)"
+            + (
+                f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
+                "AND pinned = %s LIMIT %s) AS capped)"
+                if vendor != "postgresql"
+                else ""
+            )
+            + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
+            "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
+            + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
         ),
         "blob": f"SELECT data, compressed FROM {blob} WHERE sha256 = %s",
         "insert_blob": (
@@ -83,13 +124,21 @@ def _sql(vendor: str) -> dict[str, str]:
             "restored_from_id, receipt, run_id, turn_id, pruned) "
             f"VALUES (%s, %s, 'change', '', %s, %s, NULL, NULL, %s, %s, %s{json_cast})"
         ),
+        # A set found for grouping, and whether it is pinned (named, or the app's release):
+        # a point joining a pinned set is pinned too.
         "set_by_run": (
-            f"SELECT id FROM {change_set} WHERE app_id = %s AND kind = 'change' AND run_id = %s"
+            f"SELECT cs.id, CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
+            "WHERE ap.id = cs.app_id AND ap.release_set_id = cs.id) THEN 1 ELSE 0 END "
+            f"FROM {change_set} AS cs WHERE cs.app_id = %s AND cs.kind = 'change' "
+            "AND cs.run_id = %s"
         ),
         "set_by_turn": (
-            f"SELECT change_set_id FROM {point} WHERE app_id = %s AND turn_id = %s "
-            "AND run_id = '' AND kind = 'capture' AND created_on >= %s "
-            "ORDER BY created_on DESC LIMIT 1"
+            f"SELECT p.change_set_id, (SELECT CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM "
+            f"{app_table} AS ap WHERE ap.id = cs.app_id AND ap.release_set_id = cs.id) "
+            f"THEN 1 ELSE 0 END FROM {change_set} AS cs WHERE cs.id = p.change_set_id) "
+            f"FROM {point} AS p WHERE p.app_id = %s AND p.turn_id = %s "
+            "AND p.run_id = '' AND p.kind = 'capture' AND p.created_on >= %s "
+            "ORDER BY p.created_on DESC LIMIT 1"
         ),
         "insert_point": (
             f"INSERT INTO {point} (id, app_id, artifact_id, kind, previous_blob_id, "
@@ -115,6 +164,74 @@ def _q(name: str) -> str:
     return _sql(connection.vendor)[name]
 
 
+def _execute(sql: str, params: Sequence[Any], fetch: str = "", *, binary: bool = False) -> Any:
+    """Run ``sql`` (Django's ``%s`` style); ``fetch`` "one" or "all" returns rows, else the
+    row count. ``binary``: rows in the driver's binary format where it has one (bytea read
+    as bytes, not as hex text to decode).
+
+    When nobody records queries (the debug cursor, assertNumQueries, execute wrappers), the
+    statement goes straight to the driver's cursor, with Django's error translation, because
+    the cursor wrapper's own bookkeeping costs as much as one of these statements. Otherwise
+    through Django's cursor, so every statement is seen where queries are counted.
+    """
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.queries_logged or db.execute_wrappers:
+        with db.cursor() as cursor:
+            cursor.execute(sql, params)
+            return _fetched(cursor, fetch)
+    db.ensure_connection()
+    if db.vendor == "sqlite":
+        sql = sql.replace("%s", "?")  # the statements here hold no literal %
+        with db.wrap_database_errors:
+            cursor = db.connection.cursor()
+            try:
+                cursor.execute(sql, params)
+                return _fetched(cursor, fetch)
+            finally:
+                cursor.close()
+    with db.wrap_database_errors:
+        # Server-side binding: values travel apart from the statement, bytes as bytes
+        # (Django's client-side binding would inline a source as an escaped literal).
+        # Not closed: in pipeline mode its result may still be on the way.
+        pg_cursor: psycopg.Cursor[Any] = psycopg.Cursor(db.connection)
+        if binary:
+            pg_cursor.format = psycopg.pq.Format.BINARY
+        pg_cursor.execute(sql, params)
+        return _fetched(pg_cursor, fetch)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Send the statements run inside without waiting for each reply, where the driver can
+    (psycopg's pipeline mode on PostgreSQL): one round trip for a capture's inserts instead of
+    one each. An error comes out at the first row fetched or at the end of the block."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if (
+        db.vendor != "postgresql"
+        or db.queries_logged
+        or db.execute_wrappers
+        or not psycopg.Pipeline.is_supported()
+    ):
+        yield
+        return
+    db.ensure_connection()
+    with db.wrap_database_errors, db.connection.pipeline():
+        yield
+
+
+def _fetched(cursor: Any, fetch: str) -> Any:
+    if fetch == "one":
+        return cursor.fetchone()
+    if fetch == "all":
+        return cursor.fetchall()
+    return cursor.rowcount
+
+
+def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool = False) -> Any:
+    """Run prepared statement ``name``; with ``fetch``, return its first row."""
+    return _execute(_q(name), params, "one" if fetch else "", binary=binary)
+
+
 def _dt(value: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(value)
 
@@ -123,7 +240,13 @@ def _read_dt(value: object) -> datetime | None:
     """A stored datetime as an aware UTC datetime (SQLite hands back naive ones or text)."""
     if value is None:
         return None
-    parsed = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if isinstance(value, datetime):
+        parsed: datetime | None = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value))
+        except ValueError:
+            parsed = parse_datetime(str(value))
     if parsed is not None and parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
@@ -139,43 +262,71 @@ def lock_row(app_id: int, collection: str, name: str) -> ArtifactRow | None:
     return ArtifactRow(row[0], row[1], row[2] or "", row[3], bool(row[4]), _read_dt(row[5]))
 
 
+def lock_and_read(app_id: int, collection: str, name: str, keep: int) -> ArtifactRow | None:
+    """:func:`lock_row` that also reads the current source and (SQLite) the retention count.
+
+    ``unpinned`` is the number of unpinned points of the app, counted up to ``keep``.
+    """
+    vendor = connections[DEFAULT_DB_ALIAS].vendor
+    params: list[Any] = [app_id, False, keep] if vendor != "postgresql" else []
+    row = _run("lock_read", [*params, app_id, collection, name], fetch=True, binary=True)
+    if row is None:
+        return None
+    blob_id = row[1]
+    old_raw = None
+    if blob_id is not None and row[6] == blob_id:
+        data = bytes(row[7])
+        old_raw = zlib.decompress(data) if row[8] else data
+    return ArtifactRow(
+        row[0],
+        blob_id,
+        row[2] or "",
+        row[3],
+        bool(row[4]),
+        _read_dt(row[5]),
+        old_raw,
+        _read_dt(row[9]),
+        row[10] if len(row) > 10 else None,
+    )
+
+
 def read_blob(sha: str) -> bytes:
     """The stored bytes of blob ``sha`` (one query)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_q("blob"), [sha])
-        data, compressed = cursor.fetchone()
+    data, compressed = _run("blob", [sha], fetch=True, binary=True)
     data = bytes(data)
     return zlib.decompress(data) if compressed else data
 
 
-def insert_blob(raw: bytes, sha: str, chars: int, now: datetime) -> None:
-    """Store ``raw`` under ``sha`` unless that blob is stored already."""
+def moment(value: datetime) -> Any:
+    """``value`` as the database takes it; adapt once, pass to several statements."""
+    return _dt(value)
+
+
+def insert_blob(raw: bytes, sha: str, chars: int, created_on: Any) -> None:
+    """Store ``raw`` under ``sha`` unless that blob is stored already (``created_on``: a
+    :func:`moment`)."""
     data, compressed = Blob.pack(raw)
-    with connection.cursor() as cursor:
-        cursor.execute(_q("insert_blob"), [sha, data, len(raw), chars, compressed, _dt(now)])
+    _run("insert_blob", [sha, data, len(raw), chars, compressed, created_on])
 
 
-def find_set_by_run(app_id: int, run_id: str) -> str | None:
-    with connection.cursor() as cursor:
-        cursor.execute(_q("set_by_run"), [app_id, run_id])
-        row = cursor.fetchone()
-    return row[0] if row else None
+def find_set_by_run(app_id: int, run_id: str) -> tuple[str, bool] | None:
+    """The app's change set of run ``run_id`` and whether it is pinned, or None."""
+    row = _run("set_by_run", [app_id, run_id], fetch=True)
+    return (row[0], bool(row[1])) if row else None
 
 
-def find_set_by_turn(app_id: int, turn_id: str, since: datetime) -> str | None:
-    with connection.cursor() as cursor:
-        cursor.execute(_q("set_by_turn"), [app_id, turn_id, _dt(since)])
-        row = cursor.fetchone()
-    return row[0] if row else None
+def find_set_by_turn(app_id: int, turn_id: str, since: datetime) -> tuple[str, bool] | None:
+    """The set of the app's newest capture of turn ``turn_id`` since ``since`` (without a
+    run) and whether it is pinned, or None."""
+    row = _run("set_by_turn", [app_id, turn_id, _dt(since)], fetch=True)
+    return (row[0], bool(row[1])) if row else None
 
 
 def insert_change_set(
-    set_id: str, app_id: int, created_on: datetime, by: str, run_id: str, turn_id: str
+    set_id: str, app_id: int, created_on: Any, by: str, run_id: str, turn_id: str
 ) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _q("insert_set"), [set_id, app_id, _dt(created_on), by, run_id, turn_id, "[]"]
-        )
+    """A new writer's change set (``created_on``: a :func:`moment`)."""
+    _run("insert_set", [set_id, app_id, created_on, by, run_id, turn_id, "[]"])
 
 
 def insert_point(
@@ -191,53 +342,49 @@ def insert_point(
     new_sha256: str,
     requested_by: str,
     tool: str,
-    created_on: datetime,
+    created_on: Any,
     lines_added: int,
     lines_removed: int,
     run_id: str,
     turn_id: str,
     change_set_id: str,
+    pinned: bool = False,
 ) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _q("insert_point"),
-            [
-                point_id,
-                app_id,
-                artifact_id,
-                previous_blob_id,
-                previous_sha256,
-                previous_size,
-                previous_existed,
-                source_stored,
-                new_sha256,
-                requested_by,
-                tool,
-                _dt(created_on),
-                lines_added,
-                lines_removed,
-                run_id,
-                turn_id,
-                change_set_id,
-                False,
-            ],
-        )
+    """A capture point (``created_on``: a :func:`moment`)."""
+    _run(
+        "insert_point",
+        [
+            point_id,
+            app_id,
+            artifact_id,
+            previous_blob_id,
+            previous_sha256,
+            previous_size,
+            previous_existed,
+            source_stored,
+            new_sha256,
+            requested_by,
+            tool,
+            created_on,
+            lines_added,
+            lines_removed,
+            run_id,
+            turn_id,
+            change_set_id,
+            pinned,
+        ],
+    )
 
 
-def update_artifact(pk: int, *, sha: str | None, size: int, by: str, now: datetime) -> None:
-    """Point a non-route artifact at blob ``sha`` (None: a tombstone)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _q("update_artifact"),
-            [sha, sha or "", size if sha else 0, sha is None, _dt(now), by, pk],
-        )
+def update_artifact(pk: int, *, sha: str | None, size: int, by: str, now: Any) -> None:
+    """Point a non-route artifact at blob ``sha`` (None: a tombstone); ``now``: a
+    :func:`moment`."""
+    _run("update_artifact", [sha, sha or "", size if sha else 0, sha is None, now, by, pk])
 
 
 def has_excess_points(app_id: int, keep: int) -> bool:
     """Whether the app has more than ``keep`` unpinned points (then retention must prune)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_q("excess"), [app_id, False, keep + 1])
-        return cursor.fetchone()[0] > keep
+    return _run("excess", [app_id, False, keep + 1], fetch=True)[0] > keep
 
 
 def _in(name: str, values: list) -> str:
@@ -245,16 +392,26 @@ def _in(name: str, values: list) -> str:
 
 
 def excess_points(app_id: int, keep: int) -> list[tuple[str, str | None, str, int, datetime]]:
-    """The app's unpinned points beyond the newest ``keep``: (id, blob, set, artifact, time)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_q("excess_rows"), [app_id, False, keep])
-        rows = cursor.fetchall()
-    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows]  # type: ignore[misc]
+    """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id):
+    (id, blob, set, artifact, time)."""
+    rows = _execute(
+        _q("excess_rows"), [app_id, False, keep, app_id, False, app_id, False], "all"
+    )
+    if not rows:
+        return []
+    kept_here = keep - rows[0][5]  # the newest rows at or before the cut are still kept
+    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
 
 
 def delete_points(point_ids: list[str]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(_in("delete_points", point_ids), point_ids)
+    _execute(_in("delete_points", point_ids), point_ids)
+
+
+def advance_pruned_until(newest: dict[int, datetime]) -> None:
+    """Move each artifact's ``pruned_until`` forward to the given moment (never back)."""
+    for artifact_id, moment_ in newest.items():
+        at = _dt(moment_)
+        _execute(_q("pruned_until"), [at, at, artifact_id])
 
 
 def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
@@ -263,20 +420,24 @@ def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
     What pointed at them (a restore set's ``restored_from``, release history, a release mark)
     is cleared first, as the models' SET_NULL says.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(_in("emptied_sets", set_ids), set_ids)
-        emptied = [row[0] for row in cursor.fetchall()]
-        if emptied:
-            for name in ("forget_set_in_sets", "forget_set_in_marks", "forget_set_in_apps"):
-                cursor.execute(_in(name, emptied), emptied)
-            cursor.execute(_in("delete_sets", emptied), emptied)
+    emptied = [row[0] for row in _execute(_in("emptied_sets", set_ids), set_ids, "all")]
+    if emptied:
+        for name in ("forget_set_in_sets", "forget_set_in_marks", "forget_set_in_apps"):
+            _execute(_in(name, emptied), emptied)
+        _execute(_in("delete_sets", emptied), emptied)
     return set(emptied)
+
+
+def append_pruned(additions: dict[str, list[dict]]) -> None:
+    """Add to each change set's ``pruned`` list the points retention removed from it."""
+    ids = sorted(additions)
+    for set_id, pruned in _execute(_in("pruned_of_sets", ids), ids, "all"):
+        current = json.loads(pruned) if isinstance(pruned, str | bytes) else pruned
+        _execute(_q("set_pruned"), [json.dumps([*(current or []), *additions[set_id]]), set_id])
 
 
 def sweep_blobs(candidates: list[str]) -> int:
     """Delete the blobs among ``candidates`` that no artifact and no point references."""
     if not candidates:
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(_in("sweep", candidates), candidates)
-        return cursor.rowcount
+    return int(_execute(_in("sweep", candidates), candidates))

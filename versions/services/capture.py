@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -91,9 +92,13 @@ def check_expected(
 
 
 def _change_set_for(
-    app_id: int, *, point_id: str, ms: int, run_id: str, turn_id: str, by: str
-) -> str:
-    """The change set a new capture joins: same run, else same turn within the gap, else new."""
+    app_id: int, *, point_id: str, ms: int, at: Any, run_id: str, turn_id: str, by: str
+) -> tuple[str, bool]:
+    """The change set a new capture joins: same run, else same turn within the gap, else new.
+
+    Returns the set's id and whether it is pinned (named, or the app's release), in which case
+    the new point is pinned too.
+    """
     if run_id:
         existing = _sql.find_set_by_run(app_id, run_id)
         if existing:
@@ -104,30 +109,136 @@ def _change_set_for(
         if recent:
             return recent
     set_id = ids.change_set_id(point_id)
-    _sql.insert_change_set(set_id, app_id, ids.ms_to_datetime(ms), by, run_id, turn_id)
-    return set_id
+    _sql.insert_change_set(set_id, app_id, at, by, run_id, turn_id)
+    return set_id, False
 
 
 def next_point_ms(artifact: Artifact | _sql.ArtifactRow) -> int:
-    """Capture time for a new point of ``artifact``: now, but strictly after its last write.
+    """Capture time for a new point of ``artifact``: now, but strictly after its last write
+    and (when the lock read it) after the app's newest point.
 
     The artifact row is locked, so its points are strictly ordered by time, which makes
-    "the oldest point of an artifact in a set" well defined.
+    "the oldest point of an artifact in a set" well defined. Writers of one app are
+    serialized on SQLite, so there an app's points are strictly ordered too: two writes in
+    the same millisecond never tie, and "the newest N points" means the last N written.
     """
     ms = ids.now_ms()
     if artifact.updated_on is not None:
         ms = max(ms, ids.datetime_to_ms(artifact.updated_on) + 1)
+    app_last = getattr(artifact, "app_last", None)
+    if app_last is not None:
+        ms = max(ms, ids.datetime_to_ms(app_last) + 1)
     return ms
 
 
 def apply_source(
-    artifact: Artifact, *, sha: str | None, source: str | None, size: int, by: str, now: Any
+    artifact: Artifact | _sql.ArtifactRow,
+    *,
+    sha: str | None,
+    source: str | None,
+    size: int,
+    by: str,
+    now: datetime,
+    at: Any = None,
 ) -> None:
-    """Make ``artifact`` hold blob ``sha`` (None: a tombstone); routes take the route-save path."""
-    if artifact.collection == API_ROUTE:
+    """Make ``artifact`` hold blob ``sha`` (None: a tombstone); routes, given as an
+    :class:`Artifact`, take the route-save path. ``at`` is ``now`` as :func:`_sql.moment`."""
+    if isinstance(artifact, Artifact) and artifact.collection == API_ROUTE:
         routes.save_route(artifact, sha=sha, source=source, size=size, by=by, now=now)
     else:
-        _sql.update_artifact(artifact.pk, sha=sha, size=size, by=by, now=now)
+        _sql.update_artifact(
+            artifact.pk, sha=sha, size=size, by=by, now=_sql.moment(now) if at is None else at
+        )
+
+
+# --- lines added and removed -------------------------------------------------------------------
+
+_STEP = 256
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the common prefix: galloping slice comparisons, so the bytes compared (and
+    copied) are about twice the prefix, not the whole text per step."""
+    n = min(len(a), len(b))
+    good, step = 0, _STEP
+    while good < n:
+        end = min(n, good + step)
+        if a[good:end] == b[good:end]:
+            good, step = end, step * 2
+            continue
+        bad = end  # a[:bad] != b[:bad]
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if a[good:mid] == b[good:mid]:
+                good = mid
+            else:
+                bad = mid
+        return good
+    return good
+
+
+def _common_suffix(a: bytes, b: bytes) -> int:
+    """Length of the common suffix (the mirror of :func:`_common_prefix`)."""
+    la, lb = len(a), len(b)
+    n = min(la, lb)
+    good, step = 0, _STEP
+    while good < n:
+        end = min(n, good + step)
+        if a[la - end : la - good] == b[lb - end : lb - good]:
+            good, step = end, step * 2
+            continue
+        bad = end
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if a[la - mid : la - good] == b[lb - mid : lb - good]:
+                good = mid
+            else:
+                bad = mid
+        return good
+    return good
+
+
+def line_changes(old: bytes, new: bytes) -> tuple[int, int]:
+    """``(added, removed)`` lines for the UTF-8 sources ``old`` → ``new``.
+
+    The same counts as :func:`versions.diffing.count_line_changes` of the texts: the whole
+    lines both share at the start and the end are set aside on the bytes first (a newline
+    byte is never part of another character in UTF-8), so only the edited region is decoded
+    and diffed. An agent's edit of a big file costs about its size, not the file's.
+    """
+    if old == new:
+        return 0, 0
+    head = old.rfind(b"\n", 0, _common_prefix(old, new)) + 1
+    old, new = old[head:], new[head:]
+    keep = _shared_tail_lines(old, new)
+    if keep:
+        old, new = old[: len(old) - keep], new[: len(new) - keep]
+    if old and new and _one_line(old) and _one_line(new):
+        return 1, 1  # two different lines (the shared ones are set aside)
+    return count_line_changes(old.decode("utf-8"), new.decode("utf-8"))
+
+
+def _one_line(text: bytes) -> bool:
+    newline = text.find(b"\n")
+    return newline == -1 or newline == len(text) - 1
+
+
+def _shared_tail_lines(old: bytes, new: bytes) -> int:
+    """Length of a run of whole lines that ``old`` and ``new`` (which differ in their first
+    line) both end with; not always the longest (any such run gives the same counts).
+
+    The common case, one edited line, is one comparison: does ``new`` end with all of
+    ``old`` after its first line, starting at a line boundary of ``new``?
+    """
+    first_end = old.find(b"\n")
+    if first_end != -1:
+        rest = len(old) - (first_end + 1)
+        start = len(new) - rest
+        if rest and start > 0 and new[start - 1] == 10 and new.endswith(old[first_end + 1 :]):
+            return rest
+    tail = _common_suffix(old, new)
+    cut = old.find(b"\n", len(old) - tail) if tail else -1
+    return len(old) - (cut + 1) if cut != -1 else 0
 
 
 @dataclass(frozen=True)
@@ -137,15 +248,19 @@ class _Captured:
     created_on: Any
     lines_added: int
     lines_removed: int
+    pinned: bool
 
 
-def _lock(app: App, collection: str, name: str, *, create: bool) -> _sql.ArtifactRow | None:
-    """Lock the artifact row; with ``create``, a missing one is made first as a tombstone.
+def _lock(
+    app: App, collection: str, name: str, *, create: bool, keep: int
+) -> _sql.ArtifactRow | None:
+    """Lock the artifact row (reading its source with it); with ``create``, a missing one is
+    made first as a tombstone.
 
     Creating with ``ignore_conflicts`` and then locking makes two writers creating the same
     artifact queue on one row instead of one of them failing on the unique constraint.
     """
-    row = _sql.lock_row(app.pk, collection, name)
+    row = _sql.lock_and_read(app.pk, collection, name, keep)
     if row is None and create:
         Artifact.objects.bulk_create(
             [
@@ -161,34 +276,44 @@ def _lock(app: App, collection: str, name: str, *, create: bool) -> _sql.Artifac
             ],
             ignore_conflicts=True,
         )
-        row = _sql.lock_row(app.pk, collection, name)
+        row = _sql.lock_and_read(app.pk, collection, name, keep)
         assert row is not None
     return row
+
+
+def _old_bytes(row: _sql.ArtifactRow) -> bytes:
+    """The locked artifact's current bytes (b"" for a tombstone)."""
+    if row.deleted or not row.blob_id:
+        return b""
+    return row.old_raw if row.old_raw is not None else _sql.read_blob(row.blob_id)
 
 
 def _capture(
     app: App,
     row: _sql.ArtifactRow,
     *,
-    old_text: str,
+    ms: int,
+    at: Any,
+    old_raw: bytes,
+    new_raw: bytes,
     new_sha: str,
-    new_text: str | None,
-    requested_by: str,
-    tool: str,
-    run_id: str,
-    turn_id: str,
+    who: _Who,
 ) -> _Captured:
     """Record the restore point of the locked artifact ``row`` before it becomes ``new_sha``."""
-    ms = next_point_ms(row)
     point_id = ids.point_id(ms)
     previous_existed = not row.deleted
     previous_size = row.size if previous_existed else 0
     stored = previous_size <= conf.max_stored_bytes()
-    added, removed = count_line_changes(old_text, new_text or "")
-    set_id = _change_set_for(
-        app.pk, point_id=point_id, ms=ms, run_id=run_id, turn_id=turn_id, by=requested_by
+    added, removed = line_changes(old_raw, new_raw)
+    set_id, pinned = _change_set_for(
+        app.pk,
+        point_id=point_id,
+        ms=ms,
+        at=at,
+        run_id=who.run_id,
+        turn_id=who.turn_id,
+        by=who.requested_by,
     )
-    created_on = ids.ms_to_datetime(ms)
     _sql.insert_point(
         point_id=point_id,
         app_id=app.pk,
@@ -199,19 +324,20 @@ def _capture(
         previous_existed=previous_existed,
         source_stored=stored,
         new_sha256=new_sha,
-        requested_by=requested_by,
-        tool=tool,
-        created_on=created_on,
+        requested_by=who.requested_by,
+        tool=who.tool,
+        created_on=at,
         lines_added=added,
         lines_removed=removed,
-        run_id=run_id,
-        turn_id=turn_id,
+        run_id=who.run_id,
+        turn_id=who.turn_id,
         change_set_id=set_id,
+        pinned=pinned,
     )
     if previous_existed and not stored and row.blob_id:
         # The point keeps no reference: the old blob may now be unreferenced.
         retention.sweep_after_commit({row.blob_id})
-    return _Captured(point_id, set_id, created_on, added, removed)
+    return _Captured(point_id, set_id, ids.ms_to_datetime(ms), added, removed, pinned)
 
 
 def _write(
@@ -224,24 +350,36 @@ def _write(
     source: str | None,
     size: int,
     by: str,
-    now: Any,
+    now: datetime,
+    at: Any,
 ) -> None:
-    artifact = Artifact(
-        pk=row.pk,
-        app=app,
-        collection=collection,
-        name=name,
-        blob_id=row.blob_id,
-        sha256=row.sha256,
-        size=row.size,
-        deleted=row.deleted,
-        updated_on=row.updated_on,  # type: ignore[misc]
-    )
-    apply_source(artifact, sha=sha, source=source, size=size, by=by, now=now)
+    target: Artifact | _sql.ArtifactRow = row
+    if collection == API_ROUTE:
+        target = Artifact(
+            pk=row.pk,
+            app=app,
+            collection=collection,
+            name=name,
+            blob_id=row.blob_id,
+            sha256=row.sha256,
+            size=row.size,
+            deleted=row.deleted,
+            updated_on=row.updated_on,  # type: ignore[misc]
+        )
+    apply_source(target, sha=sha, source=source, size=size, by=by, now=now, at=at)
 
 
-def _prune_if_needed(app: App) -> None:
-    if _sql.has_excess_points(app.pk, conf.points_per_app()):
+def _prune_if_needed(app: App, row: _sql.ArtifactRow, keep: int, added_unpinned: bool) -> None:
+    """Prune when the app now has more than ``keep`` unpinned points.
+
+    The count read with the lock (SQLite, where the write lock was held) spares a query;
+    otherwise it is counted now, after the insert.
+    """
+    if row.unpinned is not None:
+        excess = row.unpinned + (1 if added_unpinned else 0) > keep
+    else:
+        excess = _sql.has_excess_points(app.pk, keep)
+    if excess:
         retention.prune(app)
 
 
@@ -270,23 +408,18 @@ def _capture_and_write(
     collection: str,
     name: str,
     *,
-    old_text: str,
+    ms: int,
+    at: Any,
+    old_raw: bytes,
+    raw: bytes,
     sha: str | None,
     source: str | None,
-    size: int,
     who: _Who,
+    keep: int,
 ) -> WriteReceipt:
     """Steps 3-5 of the write path: the restore point, the write, retention, the receipt."""
     captured = _capture(
-        app,
-        row,
-        old_text=old_text,
-        new_sha=sha or "",
-        new_text=source,
-        requested_by=who.requested_by,
-        tool=who.tool,
-        run_id=who.run_id,
-        turn_id=who.turn_id,
+        app, row, ms=ms, at=at, old_raw=old_raw, new_raw=raw, new_sha=sha or "", who=who
     )
     _write(
         app,
@@ -295,11 +428,12 @@ def _capture_and_write(
         name,
         sha=sha,
         source=source,
-        size=size,
+        size=len(raw),
         by=who.requested_by,
         now=captured.created_on,
+        at=at,
     )
-    _prune_if_needed(app)
+    _prune_if_needed(app, row, keep, not captured.pinned)
     return WriteReceipt(
         app.slug,
         collection,
@@ -312,6 +446,12 @@ def _capture_and_write(
         captured.lines_removed,
         unchanged=False,
     )
+
+
+def _batch(collection: str) -> AbstractContextManager[None]:
+    """A capture's statements in one round trip where the database allows; a route's write
+    goes through the route-save path (the ORM), which runs statement by statement."""
+    return nullcontext() if collection == API_ROUTE else _sql.batch()
 
 
 def _retrying(func: Any) -> Any:
@@ -351,26 +491,33 @@ def write_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
-            row = _lock(app_obj, collection, name, create=True)
+            keep = conf.points_per_app()
+            row = _lock(app_obj, collection, name, create=True, keep=keep)
             assert row is not None
             check_expected(row, name, expected_sha256)
-            old_raw = _sql.read_blob(row.blob_id) if row.blob_id and not row.deleted else b""
+            old_raw = _old_bytes(row)
             if not row.deleted and row.sha256 == sha and old_raw == raw:
                 return WriteReceipt(
                     app_obj.slug, collection, name, sha, sha, None, None, 0, 0, unchanged=True
                 )
-            _sql.insert_blob(raw, sha, len(source), ids.ms_to_datetime(ids.now_ms()))
-            return _capture_and_write(
-                app_obj,
-                row,
-                collection,
-                name,
-                old_text=old_raw.decode("utf-8"),
-                sha=sha,
-                source=source,
-                size=len(raw),
-                who=who,
-            )
+            ms = next_point_ms(row)
+            at = _sql.moment(ids.ms_to_datetime(ms))
+            with _batch(collection):
+                _sql.insert_blob(raw, sha, len(source), at)
+                return _capture_and_write(
+                    app_obj,
+                    row,
+                    collection,
+                    name,
+                    ms=ms,
+                    at=at,
+                    old_raw=old_raw,
+                    raw=raw,
+                    sha=sha,
+                    source=source,
+                    who=who,
+                    keep=keep,
+                )
 
     return _retrying(attempt)
 
@@ -394,7 +541,8 @@ def delete_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
-            row = _lock(app_obj, collection, name, create=False)
+            keep = conf.points_per_app()
+            row = _lock(app_obj, collection, name, create=False, keep=keep)
             if row is None or row.deleted:
                 if expected_sha256 not in (None, ""):
                     check_expected(row, name, expected_sha256)
@@ -402,17 +550,21 @@ def delete_artifact(
                     ARTIFACT_NOT_FOUND.format(collection=collection, name=name, app=app_obj.slug)
                 )
             check_expected(row, name, expected_sha256)
-            assert row.blob_id is not None
-            return _capture_and_write(
-                app_obj,
-                row,
-                collection,
-                name,
-                old_text=_sql.read_blob(row.blob_id).decode("utf-8"),
-                sha=None,
-                source=None,
-                size=0,
-                who=who,
-            )
+            ms = next_point_ms(row)
+            with _batch(collection):
+                return _capture_and_write(
+                    app_obj,
+                    row,
+                    collection,
+                    name,
+                    ms=ms,
+                    at=_sql.moment(ids.ms_to_datetime(ms)),
+                    old_raw=_old_bytes(row),
+                    raw=b"",
+                    sha=None,
+                    source=None,
+                    who=who,
+                    keep=keep,
+                )
 
     return _retrying(attempt)

@@ -6,12 +6,12 @@ import logging
 import unicodedata
 from datetime import datetime
 
-from django.db import DatabaseError, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q
 
 from versions import conf
 from versions.errors import InvalidInput, NotFound
-from versions.models import App, Artifact, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
+from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
 from versions.services import _sql
 
 logger = logging.getLogger(__name__)
@@ -22,6 +22,18 @@ NAME_TOO_LONG = "Names are at most 200 characters."
 NAME_NOT_TEXT = "A name must be text."
 NAME_HAS_CONTROL = "A name cannot contain control characters."
 RELEASE_MUST_BE_CHANGE = "Only a change set made by a writer can be marked as release."
+
+
+def sweep_blobs(candidates: set[str]) -> None:
+    """Sweep the unreferenced blobs among ``candidates``: at once on SQLite, where writers are
+    serialized (nothing can re-reference a blob between the check and the delete), else after
+    the writer's transaction committed (:func:`sweep_after_commit`)."""
+    if not candidates:
+        return
+    if connection.vendor == "sqlite":
+        _sql.sweep_blobs(sorted(candidates))
+    else:
+        sweep_after_commit(candidates)
 
 
 def sweep_after_commit(candidates: set[str]) -> None:
@@ -54,31 +66,17 @@ def prune(app: App) -> int:
         if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:
             newest_pruned[artifact_id] = created_on
     _sql.delete_points([row[0] for row in excess])
-    # One UPDATE for all artifacts; pruned_until only ever moves forward (a point pinned for a
-    # while and pruned later is older than what was pruned before it).
-    Artifact.objects.filter(pk__in=newest_pruned).update(
-        pruned_until=Case(
-            *[
-                When(
-                    Q(pk=artifact_id) & (Q(pruned_until__isnull=True) | Q(pruned_until__lt=moment)),
-                    then=Value(moment),
-                )
-                for artifact_id, moment in newest_pruned.items()
-            ],
-            default=F("pruned_until"),
-        )
-    )
+    # pruned_until only ever moves forward (a point pinned for a while and pruned later is
+    # older than what was pruned before it).
+    _sql.advance_pruned_until(newest_pruned)
     # A change set left with no points is gone with them (named or release sets are pinned,
     # so never emptied); one that lost some keeps the list, so Restore all can say which
     # artifact's state before the turn was pruned.
     emptied = _sql.delete_emptied_change_sets(sorted(by_set))
-    remaining = [set_id for set_id in by_set if set_id not in emptied]
+    remaining = {set_id: pruned for set_id, pruned in by_set.items() if set_id not in emptied}
     if remaining:
-        sets = list(ChangeSet.objects.filter(id__in=remaining).only("id", "pruned"))
-        for cs in sets:
-            cs.pruned = list(cs.pruned or []) + by_set[cs.id]
-        ChangeSet.objects.bulk_update(sets, ["pruned"])
-    sweep_after_commit({row[1] for row in excess if row[1]})
+        _sql.append_pruned(remaining)
+    sweep_blobs({row[1] for row in excess if row[1]})
     return len(excess)
 
 

@@ -43,6 +43,8 @@ def validate_name(name: object) -> str:
         raise InvalidInput(NAME_TOO_LONG.format(length=len(name)), field="name")
     if "/" in name:
         raise InvalidInput(NAME_HAS_SLASH.format(name=name), field="name")
+    if name.isprintable():  # no Cc, Cf, Cs, Zl, Zp: nothing to look for character by character
+        return name
     for pos, char in enumerate(name):
         if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             raise InvalidInput(
@@ -85,6 +87,8 @@ def validate_optional_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field} must be text.", field=field)
     if len(value) > 200:
         raise InvalidInput(ID_TOO_LONG.format(field=field), field=field)
+    if value.isprintable():  # no Cc, Cs: nothing to look for character by character
+        return value
     for char in value:
         if unicodedata.category(char) in ("Cc", "Cs"):
             raise InvalidInput(
