@@ -270,7 +270,10 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
     inf = len(ca) + len(cb) + 1
     pos_a.append(inf)
     pos_b.append(inf)
+    # Built normalised as it goes: each equal piece is preceded by the lines skipped since
+    # the previous one (deletions, then insertions) or, when none were, merged into it.
     ops: list[Op] = []
+    append = ops.append
     prev_a = prev_b = 0  # original positions already emitted
     ia = ib = 0  # reduced positions
     ka = kb = 0  # sentinels at or before the current reduced position (the shift to original)
@@ -287,19 +290,24 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
             kb = bisect_right(pos_b, ib, kb)
             take = min(end_a - ia, pos_a[ka] - ia, pos_b[kb] - ib)
             oa, ob = ia + ka, ib + kb
-            if oa > prev_a:
-                ops.append(("-", oa - prev_a))
-            if ob > prev_b:
-                ops.append(("+", ob - prev_b))
-            ops.append(("=", take))
+            if oa > prev_a or ob > prev_b:
+                if oa > prev_a:
+                    append(("-", oa - prev_a))
+                if ob > prev_b:
+                    append(("+", ob - prev_b))
+                append(("=", take))
+            elif ops:  # right after the previous equal piece
+                ops[-1] = ("=", ops[-1][1] + take)
+            else:
+                append(("=", take))
             prev_a, prev_b = oa + take, ob + take
             ia += take
             ib += take
     if len(ca) > prev_a:
-        ops.append(("-", len(ca) - prev_a))
+        append(("-", len(ca) - prev_a))
     if len(cb) > prev_b:
-        ops.append(("+", len(cb) - prev_b))
-    return _normalize(ops)
+        append(("+", len(cb) - prev_b))
+    return ops
 
 
 def _common_prefix_len(a: str, b: str) -> int:
@@ -410,6 +418,11 @@ class Gap:
 
 # A hunk segment: ("=", old_index, new_index, count, count) or ("!", old_i, new_i, n_del, n_ins).
 Segment = tuple[str, int, int, int, int]
+# A gap as a plain tuple: (old_start, new_start, count), as ``Gap``'s fields.
+GapRow = tuple[int, int, int]
+# A hunk span as a plain tuple, in the order of ``HunkSpan``'s fields: a big diff has thousands
+# of hunks and shows one page of them, so only the shown ones become objects.
+SpanRow = tuple[int, int, int, int, tuple[Segment, ...], GapRow | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,7 +488,7 @@ class DiffResult:
     new_lines: list[str]
     old_no_eol: bool
     new_no_eol: bool
-    spans: list[HunkSpan]
+    span_rows: list[SpanRow]
     trailing_gap: Gap | None
     lines_added: int
     lines_removed: int
@@ -487,7 +500,12 @@ class DiffResult:
     @property
     def hunk_count(self) -> int:
         """Number of hunks."""
-        return len(self.spans)
+        return len(self.span_rows)
+
+    @property
+    def spans(self) -> list[HunkSpan]:
+        """Every hunk's span (unrendered hunks), as objects."""
+        return [_span(row) for row in self.span_rows]
 
     @property
     def identical(self) -> bool:
@@ -520,7 +538,7 @@ class DiffResult:
 
     def num_pages(self, per_page: int = PER_PAGE) -> int:
         """Number of pages of ``per_page`` hunks (at least 1)."""
-        return max(1, -(-len(self.spans) // per_page))
+        return max(1, -(-len(self.span_rows) // per_page))
 
     def hunk(self, index: int) -> Hunk:
         """Render (once) and return hunk ``index`` (0-based)."""
@@ -535,7 +553,7 @@ class DiffResult:
         if per_page < 1 or not 1 <= number <= pages:
             raise InvalidPage(f"page {number} not in 1..{pages}")
         lo = (number - 1) * per_page
-        hunks = [self.hunk(i) for i in range(lo, min(lo + per_page, len(self.spans)))]
+        hunks = [self.hunk(i) for i in range(lo, min(lo + per_page, len(self.span_rows)))]
         return DiffPage(number, pages, hunks, self.trailing_gap if number == pages else None)
 
     def context_lines(self, old_start: int, new_start: int, count: int) -> list[DiffLine]:
@@ -615,7 +633,7 @@ def _compute_diff(
         new_lines=b,
         old_no_eol=a_noeol,
         new_no_eol=b_noeol,
-        spans=spans,
+        span_rows=spans,
         trailing_gap=trailing,
         lines_added=sum(n for op, n in ops if op == "+"),
         lines_removed=sum(n for op, n in ops if op == "-"),
@@ -654,11 +672,16 @@ def cached_diff(old: str | None, new: str | None, *, context: int = CONTEXT) -> 
     return result
 
 
-def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkSpan], Gap | None]:
+def _span(row: SpanRow) -> HunkSpan:
+    gap = row[5]
+    return HunkSpan(row[0], row[1], row[2], row[3], row[4], Gap(*gap) if gap else None)
+
+
+def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[SpanRow], Gap | None]:
     """Group ops into hunks with ``context`` lines; collapse longer unchanged runs into gaps."""
-    spans: list[HunkSpan] = []
+    spans: list[SpanRow] = []
     segs: list[Segment] = []
-    gap: Gap | None = None
+    gap: GapRow | None = None
     oi = ni = 0
     n_ops = len(ops)
     k = 0
@@ -671,7 +694,7 @@ def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkS
             if first:
                 lead = min(n, context)
                 if n > lead:
-                    gap = Gap(oi + 1, ni + 1, n - lead)
+                    gap = (oi + 1, ni + 1, n - lead)
                 if lead:
                     segs.append(("=", oi + n - lead, ni + n - lead, lead, lead))
             elif last:
@@ -686,7 +709,7 @@ def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkS
                 if context:
                     segs.append(("=", oi, ni, context, context))
                 _flush(spans, segs, gap, max_rows)
-                gap = Gap(oi + context + 1, ni + context + 1, n - 2 * context)
+                gap = (oi + context + 1, ni + context + 1, n - 2 * context)
                 segs = (
                     [("=", oi + n - context, ni + n - context, context, context)] if context else []
                 )
@@ -710,7 +733,7 @@ def _build_spans(ops: list[Op], context: int, max_rows: int) -> tuple[list[HunkS
     return spans, None
 
 
-def _flush(spans: list[HunkSpan], segs: list[Segment], gap: Gap | None, max_rows: int) -> None:
+def _flush(spans: list[SpanRow], segs: list[Segment], gap: GapRow | None, max_rows: int) -> None:
     """Append the hunk made of ``segs``, split into hunks of at most ``max_rows`` rows."""
     # Segments are contiguous on both sides, so the counts come from the first and last one;
     # rows (context counted once) never exceed old + new lines, so most hunks need no loop.
@@ -720,7 +743,7 @@ def _flush(spans: list[HunkSpan], segs: list[Segment], gap: Gap | None, max_rows
     if old_count + new_count <= max_rows or max_rows >= sum(
         seg[3] + seg[4] if seg[0] == "!" else seg[3] for seg in segs
     ):
-        spans.append(HunkSpan(first[1], first[2], old_count, new_count, tuple(segs), gap))
+        spans.append((first[1], first[2], old_count, new_count, tuple(segs), gap))
         return
     pieces: list[Segment] = []
     rows = 0
@@ -732,7 +755,7 @@ def _flush(spans: list[HunkSpan], segs: list[Segment], gap: Gap | None, max_rows
         if pieces:
             s0 = pieces[0]
             spans.append(
-                HunkSpan(
+                (
                     s0[1],
                     s0[2],
                     sum(p[3] for p in pieces),
@@ -859,7 +882,7 @@ def _plain(text: str) -> SafeString:
 
 
 def _render_hunk(result: DiffResult, index: int, engine: EngineName | None = None) -> Hunk:
-    span = result.spans[index]
+    span = _span(result.span_rows[index])
     a, b = result.old_lines, result.new_lines
     la, lb = len(a) - 1, len(b) - 1
     rows: list[DiffLine] = []

@@ -7,11 +7,16 @@ query for all the diffs a page shows.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import defaultdict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import Page, Paginator
+from django.db import connections
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.http import Http404
 
@@ -138,26 +143,90 @@ def load_sources(changes: list[ArtifactChange]) -> None:
             wanted.add(ch.point.previous_blob_id)
         if ch.artifact.blob_id:
             wanted.add(ch.artifact.blob_id)
-    blobs = {b.sha256: b for b in Blob.objects.filter(sha256__in=wanted)} if wanted else {}
+    texts = blob_texts(wanted)
     for ch in changes:
         if not ch.inline:
             continue
-        ch.then_source = then_source(ch.point, blobs) if ch.point is not None else None
-        blob = blobs.get(ch.artifact.blob_id or "")
-        ch.now_source = blob.text if blob is not None else None
+        ch.then_source = then_source(ch.point, texts) if ch.point is not None else None
+        ch.now_source = texts.get(ch.artifact.blob_id or "")
 
 
-def then_source(point: RestorePoint, blobs: dict[str, Blob] | None = None) -> str | None:
+def then_source(point: RestorePoint, texts: dict[str, str] | None = None) -> str | None:
     """The point's previous source: None when it did not exist *or* was not stored.
 
+    ``texts`` are blob texts by sha256 (``blob_texts``); without them the blob is queried.
     Callers tell the two apart with ``point.previous_existed`` and ``point.source_stored``.
     """
     if not point.previous_existed or not point.previous_blob_id:
         return None
-    if blobs is not None:
-        blob = blobs.get(point.previous_blob_id)
-        return blob.text if blob is not None else None
+    if texts is not None:
+        return texts.get(point.previous_blob_id)
     return point.previous_source
+
+
+def blob_texts(shas: Iterable[str]) -> dict[str, str]:
+    """The texts of the given blobs by sha256, from one query.
+
+    Only the bytes and the compression flag are read (no model instances); on PostgreSQL in
+    binary format (no hex text to parse for a bytea). Big blobs are stored zlib-compressed:
+    decompressing releases the GIL, so a page with several of them (a then→now diff has two)
+    inflates them on two cores at once.
+    """
+    shas = set(shas)
+    if not shas:
+        return {}
+    qs = Blob.objects.filter(sha256__in=shas).values_list("sha256", "data", "compressed")
+    rows = _fetch_binary(qs) if connections[qs.db].vendor == "postgresql" else list(qs)
+    packed = [(sha, data) for sha, data, compressed in rows if compressed]
+    texts = {sha: _text(data, False) for sha, data, compressed in rows if not compressed}
+    if len(packed) > 1:
+        # Every other blob on a helper thread, the rest here, concurrently.
+        pool = _inflate_pool()
+        futures = [(sha, pool.submit(_text, data, True)) for sha, data in packed[1::2]]
+        texts.update((sha, _text(data, True)) for sha, data in packed[::2])
+        texts.update((sha, future.result()) for sha, future in futures)
+    else:
+        texts.update((sha, _text(data, True)) for sha, data in packed)
+    return texts
+
+
+def _text(data: bytes | memoryview, compressed: bool) -> str:
+    """A blob's text from its stored bytes (as ``Blob.text``)."""
+    return Blob(data=data, compressed=compressed).text
+
+
+def _fetch_binary(qs: QuerySet[Any]) -> list[tuple[Any, ...]]:
+    """Rows of a values_list queryset, fetched by psycopg in binary format.
+
+    Django's own psycopg cursors bind client-side, which only returns text (bytea as hex); a
+    plain psycopg cursor in binary mode, wrapped like Django's (so query logging and
+    execute wrappers still see it), returns the bytes as they are stored.
+    """
+    import psycopg
+
+    connection = connections[qs.db]
+    sql, params = qs.query.sql_with_params()
+    with connection.wrap_database_errors:
+        connection.ensure_connection()
+        raw = psycopg.Cursor(connection.connection)
+        raw.format = psycopg.pq.Format.BINARY
+    with connection._prepare_cursor(raw) as cursor:  # type: ignore[attr-defined]
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _inflate_pool() -> ThreadPoolExecutor:
+    """One helper thread per process (made again in a forked worker: threads do not fork)."""
+    global _POOL
+    pid = os.getpid()
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != pid:
+            _POOL = (pid, ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-inflate"))
+        return _POOL[1]
 
 
 def expanded_set(app: App, set_id: str) -> ExpandedSet:
