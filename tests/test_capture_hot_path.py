@@ -1,0 +1,123 @@
+"""The capture hot path: line counts on bytes, ordering within one millisecond, pins at capture,
+and statement counts that do not grow with what an app keeps."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from versions import ids, services
+from versions.diffing import count_line_changes
+from versions.models import Artifact, ChangeSet, RestorePoint
+from versions.services.capture import line_changes
+
+PAGE = "pltf_page"
+
+# Lines that collide, differ only at their end, lack a final newline, or are not ASCII.
+LINES = st.sampled_from(
+    ["a\n", "b\n", "a", "b", "\n", "", "é€\n", "x\r\n", "ab\n", "a b\n", "  }\n", "😀\n"]
+)
+TEXTS = st.lists(LINES, max_size=30).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXTS, TEXTS)
+def test_line_changes_on_bytes_equal_the_diff_counts(old, new):
+    assert line_changes(old.encode(), new.encode()) == count_line_changes(old, new)
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS, st.integers(min_value=0, max_value=29), TEXTS, TEXTS)
+def test_line_changes_of_a_region_edit_in_a_big_file(body, at, region_old, region_new):
+    # The shape of an agent's edit: a long file, one region replaced.
+    lines = [f".rule-{i} {{ padding: {i}px; }}\n" for i in range(300)]
+    head, tail = "".join(lines[: at * 10]), "".join(lines[at * 10 :])
+    old = head + body + region_old + tail
+    new = head + body + region_new + tail
+    assert line_changes(old.encode(), new.encode()) == count_line_changes(old, new)
+
+
+def write(app, name, source, **kw):
+    kw.setdefault("requested_by", "agent")
+    kw.setdefault("tool", "t")
+    return services.write_artifact(app, PAGE, name, source, **kw)
+
+
+def test_writes_in_one_millisecond_keep_their_order_and_retention_keeps_the_last_written(
+    app, monkeypatch, settings
+):
+    settings.VERSIONS_POINTS_PER_APP = 5
+    frozen = ids.now_ms()
+    monkeypatch.setattr(ids, "now_ms", lambda: frozen)
+    written = [write(app, f"page-{i % 4}", f"v{i}\n").restore_point_id for i in range(12)]
+
+    kept = list(RestorePoint.objects.filter(app=app).order_by("created_on"))
+    times = [p.created_on for p in kept]
+    assert times == sorted(set(times)), "no two points of the app share a capture time"
+    assert [p.id for p in kept] == written[-5:]
+
+
+def test_a_point_that_joins_a_named_set_is_pinned_and_never_pruned(app, settings):
+    settings.VERSIONS_POINTS_PER_APP = 2
+    first = write(app, "index", "v1\n", run_id="run-1")
+    services.name_change_set(first.change_set_id, "Before the launch", by="person")
+    joined = write(app, "about", "a1\n", run_id="run-1")
+    assert joined.change_set_id == first.change_set_id
+    for i in range(6):
+        write(app, "other", f"o{i}\n")
+
+    point = RestorePoint.objects.get(id=joined.restore_point_id)
+    assert point.pinned
+    assert RestorePoint.objects.filter(app=app, pinned=False).count() == 2
+
+
+def test_a_point_that_joins_the_release_set_by_turn_is_pinned(app, settings):
+    settings.VERSIONS_POINTS_PER_APP = 2
+    first = write(app, "index", "v1\n", turn_id="turn-1")
+    services.mark_release(first.change_set_id, by="person")
+    joined = write(app, "about", "a1\n", turn_id="turn-1")
+    assert joined.change_set_id == first.change_set_id
+    for i in range(6):
+        write(app, "other", f"o{i}\n")
+
+    assert RestorePoint.objects.get(id=joined.restore_point_id).pinned
+    assert ChangeSet.objects.get(id=first.change_set_id).points.count() == 2
+
+
+def queries_of_one_write(app, name, source, django_assert_max_num_queries) -> int:
+    with django_assert_max_num_queries(40) as captured:
+        write(app, name, source)
+    return len(captured.captured_queries)
+
+
+@pytest.mark.parametrize("keep", [5, 60])
+def test_a_capture_runs_few_statements_and_their_number_does_not_grow_with_the_points_kept(
+    app, settings, keep, django_assert_max_num_queries
+):
+    settings.VERSIONS_POINTS_PER_APP = keep
+    write(app, "index", "v0\n")
+    # Below the limit: the lock (with the source and the count), blob, set, point, artifact.
+    below = queries_of_one_write(app, "index", "v1\n", django_assert_max_num_queries)
+    for i in range(keep + 3):
+        write(app, "index", f"w{i}\n")
+    # At the limit every capture prunes one point: a bounded number of statements more.
+    steady = queries_of_one_write(app, "index", "v2\n", django_assert_max_num_queries)
+    extra = 1 if connection.vendor == "postgresql" else 0  # the count, after the insert
+    assert below <= 5 + extra + 2  # + BEGIN and COMMIT (a savepoint and its release in a test)
+    assert steady <= below + 10
+    assert RestorePoint.objects.filter(app=app).count() == keep
+    assert Artifact.objects.get(app=app, name="index").source == "v2\n"
+
+
+def test_statement_counts_at_the_limit_are_the_same_for_a_small_and_a_large_limit(
+    app, settings, django_assert_max_num_queries
+):
+    counts = []
+    for keep, name in ((5, "small"), (80, "large")):
+        settings.VERSIONS_POINTS_PER_APP = keep
+        for i in range(keep + 3):
+            write(app, name, f"{name} {i}\n")
+        counts.append(queries_of_one_write(app, name, "last\n", django_assert_max_num_queries))
+    assert counts[0] == counts[1]
