@@ -19,11 +19,12 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html import escape as _html_escape
-from itertools import accumulate, chain, cycle, islice, repeat
+from itertools import accumulate, chain, cycle, islice
+from operator import itemgetter
 from typing import Literal
 
 from diff_match_patch import diff_match_patch
@@ -131,9 +132,12 @@ def _code_points() -> Iterable[int]:
     return chain(range(_FIRST_CODE, 0xD800), range(0xE000, 0x110000))
 
 
-def _encode(keys: Iterable[object], get: Callable[[object, int], int], sentinel: str) -> str:
-    """Join one code point per line (via a UTF-32 buffer: faster than joining 1-char strings)."""
-    return array("I", map(get, keys, repeat(ord(sentinel)))).tobytes().decode("utf-32-le")
+def _codes(keys: Sequence[object], code: dict[object, int]) -> str:
+    """One code point per line, looked up in C (``itemgetter``), joined via a UTF-32 buffer."""
+    if not keys:
+        return ""
+    values = itemgetter(*keys)(code) if len(keys) > 1 else (code[keys[0]],)
+    return array("I", values).tobytes().decode("utf-32-le")
 
 
 def _lines_to_chars(
@@ -145,23 +149,17 @@ def _lines_to_chars(
     old-only lines share one sentinel and all new-only lines another (same diff, fewer codes).
     Past ``limit`` distinct shared lines codes wrap around, and equal runs must be verified.
     """
-    if len(a) <= limit:
-        # One hash lookup per line: ``setdefault`` gives each old line the code drawn for its
-        # first occurrence (sparse codes, never wrapped); a new line takes its old code or the
-        # new-only sentinel. Old lines whose code the new side never took become old-only.
-        code_of: dict[object, int] = {}
-        la = list(map(code_of.setdefault, a, _code_points()))
-        lb = list(map(code_of.get, b, repeat(ord(_NEW_ONLY))))
-        common = set(lb)
-        keep: dict[object, int] = dict(zip(common, common, strict=True))
-        cb = array("I", lb).tobytes().decode("utf-32-le")
-        return _encode(la, keep.get, _OLD_ONLY), cb, False
-    shared = set(a)
-    shared.intersection_update(b)
+    # Every pass over the lines runs in C, with no Python call per line: each side's distinct
+    # lines with its sentinel (``fromkeys``), the shared ones then get their own codes, and
+    # one lookup per line encodes each side.
+    code = dict.fromkeys(a, ord(_OLD_ONLY))
+    new = dict.fromkeys(b, ord(_NEW_ONLY))
+    shared = code.keys() & new.keys()
     overflow = len(shared) > limit
     codes = cycle(islice(_code_points(), limit)) if overflow else _code_points()
-    get = dict(zip(shared, codes, strict=False)).get
-    return _encode(a, get, _OLD_ONLY), _encode(b, get, _NEW_ONLY), overflow
+    new.update(zip(shared, codes, strict=False))
+    code.update(new)
+    return _codes(a, code), _codes(b, code), overflow
 
 
 def _verify(ops: list[Op], a: Sequence[object], b: Sequence[object]) -> list[Op]:

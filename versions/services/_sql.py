@@ -394,9 +394,7 @@ def _in(name: str, values: list) -> str:
 def excess_points(app_id: int, keep: int) -> list[tuple[str, str | None, str, int, datetime]]:
     """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id):
     (id, blob, set, artifact, time)."""
-    rows = _execute(
-        _q("excess_rows"), [app_id, False, keep, app_id, False, app_id, False], "all"
-    )
+    rows = _execute(_q("excess_rows"), [app_id, False, keep, app_id, False, app_id, False], "all")
     if not rows:
         return []
     kept_here = keep - rows[0][5]  # the newest rows at or before the cut are still kept
