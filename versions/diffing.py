@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from html import escape as _html_escape
 from itertools import accumulate, chain, cycle, islice
 from operator import itemgetter
-from typing import Literal
+from typing import Any, Literal
 
 from diff_match_patch import diff_match_patch
 from django.utils.safestring import SafeString, mark_safe
@@ -36,6 +36,9 @@ except ImportError:  # pragma: no cover
     _fdmp = None
 
 EngineName = Literal["cpp", "python"]
+# A source as text, or as its UTF-8 bytes (as stored: big ones are never decoded whole).
+Source = str | bytes
+Lines = list[str] | list[bytes]
 LineKind = Literal["context", "added", "removed"]
 Op = tuple[str, int]  # ("=" | "-" | "+", count)
 
@@ -108,18 +111,41 @@ def engine_diff(
 # --------------------------------------------------------------------------------------------
 
 
-def split_lines(text: str) -> tuple[list[str], bool]:
-    """Split on ``\\n``; return the lines and whether the last one lacks a newline."""
+def split_lines(text: Source) -> tuple[Lines, bool]:
+    """Split on ``\\n``; return the lines and whether the last one lacks a newline.
+
+    ``text`` may be UTF-8 bytes: ``\\n`` never occurs inside a multi-byte sequence, so the lines
+    are the same, and equal lines are equal bytes.
+    """
     if not text:
         return [], False
-    lines = text.split("\n")
-    if lines[-1] == "":
+    newline: Any = "\n" if isinstance(text, str) else b"\n"
+    lines = text.split(newline)
+    if not lines[-1]:
         lines.pop()
         return lines, False
     return lines, True
 
 
-def _keys(lines: list[str], no_eol: bool) -> list[object]:
+def _line_text(line: str | bytes) -> str:
+    """A line as text (lines of a source given as UTF-8 bytes are decoded when shown)."""
+    return line if isinstance(line, str) else line.decode("utf-8")
+
+
+def _same_kind(old: Source | None, new: Source | None) -> tuple[str, str] | tuple[bytes, bytes]:
+    """Both sources as text, or both as UTF-8 bytes when either is given as bytes."""
+    if isinstance(old, bytes) or isinstance(new, bytes):
+        return _utf8(old), _utf8(new)
+    return old or "", new or ""
+
+
+def _utf8(source: Source | None) -> bytes:
+    if source is None:
+        return b""
+    return source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+
+
+def _keys(lines: Lines, no_eol: bool) -> list[object]:
     """Hash keys per line: a final line without newline never equals a terminated one."""
     if not no_eol:
         return lines  # type: ignore[return-value]
@@ -482,8 +508,8 @@ class DiffPage:
 class DiffResult:
     """A computed line diff; hunks are rendered lazily, one page at a time (picklable)."""
 
-    old_lines: list[str]
-    new_lines: list[str]
+    old_lines: Lines
+    new_lines: Lines
     old_no_eol: bool
     new_no_eol: bool
     span_rows: list[SpanRow]
@@ -573,14 +599,17 @@ class DiffResult:
 
 
 def compute_diff(
-    old: str | None,
-    new: str | None,
+    old: Source | None,
+    new: Source | None,
     *,
     context: int = CONTEXT,
     engine: EngineName | None = None,
     max_hunk_rows: int = MAX_HUNK_ROWS,
 ) -> DiffResult:
-    """Diff ``old``→``new`` (``None``: file did not exist / was removed); render nothing yet."""
+    """Diff ``old``→``new`` (``None``: file did not exist / was removed); render nothing yet.
+
+    Sources may be text or UTF-8 bytes (lines are then decoded only when rendered).
+    """
     with _gc_paused():
         return _compute_diff(old, new, context, engine, max_hunk_rows)
 
@@ -611,13 +640,13 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _compute_diff(
-    old: str | None,
-    new: str | None,
+    old: Source | None,
+    new: Source | None,
     context: int,
     engine: EngineName | None,
     max_hunk_rows: int,
 ) -> DiffResult:
-    old_text, new_text = old or "", new or ""
+    old_text, new_text = _same_kind(old, new)
     a, a_noeol = split_lines(old_text)
     b, b_noeol = split_lines(new_text)
     if old_text == new_text:
@@ -646,15 +675,11 @@ _CACHE_LOCK = threading.Lock()
 CACHE_SIZE = 16
 
 
-def cached_diff(old: str | None, new: str | None, *, context: int = CONTEXT) -> DiffResult:
+def cached_diff(old: Source | None, new: Source | None, *, context: int = CONTEXT) -> DiffResult:
     """``compute_diff`` memoised in-process by content hash, for paging and expanders."""
 
-    def digest(t: str | None) -> bytes:
-        return (
-            b"\0"
-            if t is None
-            else hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        )
+    def digest(t: Source | None) -> bytes:
+        return b"\0" if t is None else hashlib.blake2b(_utf8(t), digest_size=16).digest()
 
     key = (digest(old), digest(new), context)
     with _CACHE_LOCK:
@@ -796,8 +821,10 @@ def _display(line: str) -> tuple[str, Literal["lf", "crlf"]]:
     return line, "lf"
 
 
-def _eol(line: str, is_last: bool, no_eol: bool) -> tuple[str, Literal["lf", "crlf", "none"]]:
-    text, eol = _display(line)
+def _eol(
+    line: str | bytes, is_last: bool, no_eol: bool
+) -> tuple[str, Literal["lf", "crlf", "none"]]:
+    text, eol = _display(_line_text(line))
     return (text, "none") if is_last and no_eol else (text, eol)
 
 
@@ -911,8 +938,8 @@ def _render_hunk(result: DiffResult, index: int, engine: EngineName | None = Non
 
 
 def _context_rows(
-    a: list[str],
-    b: list[str],
+    a: Lines,
+    b: Lines,
     a_noeol: bool,
     b_noeol: bool,
     old_start: int,

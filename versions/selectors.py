@@ -114,8 +114,10 @@ class ArtifactChange:
     point: RestorePoint | None
     pruned: bool = False
     inline: bool = True
-    then_source: str | None = None
-    now_source: str | None = None
+    # Sources as text, or as their stored UTF-8 bytes (``load_sources``: a big source is diffed
+    # without being decoded whole; the diff decodes the lines it shows).
+    then_source: str | bytes | None = None
+    now_source: str | bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -143,29 +145,30 @@ def load_sources(changes: list[ArtifactChange]) -> None:
             wanted.add(ch.point.previous_blob_id)
         if ch.artifact.blob_id:
             wanted.add(ch.artifact.blob_id)
-    texts = blob_texts(wanted)
+    sources = blob_sources(wanted)
     for ch in changes:
         if not ch.inline:
             continue
-        ch.then_source = then_source(ch.point, texts) if ch.point is not None else None
-        ch.now_source = texts.get(ch.artifact.blob_id or "")
+        ch.then_source = then_source(ch.point, sources) if ch.point is not None else None
+        ch.now_source = sources.get(ch.artifact.blob_id or "")
 
 
-def then_source(point: RestorePoint, texts: dict[str, str] | None = None) -> str | None:
+def then_source(point: RestorePoint, sources: dict[str, bytes] | None = None) -> str | bytes | None:
     """The point's previous source: None when it did not exist *or* was not stored.
 
-    ``texts`` are blob texts by sha256 (``blob_texts``); without them the blob is queried.
-    Callers tell the two apart with ``point.previous_existed`` and ``point.source_stored``.
+    ``sources`` are blobs' UTF-8 bytes by sha256 (``blob_sources``); without them the blob is
+    queried and decoded. Callers tell the two apart with ``point.previous_existed`` and
+    ``point.source_stored``.
     """
     if not point.previous_existed or not point.previous_blob_id:
         return None
-    if texts is not None:
-        return texts.get(point.previous_blob_id)
+    if sources is not None:
+        return sources.get(point.previous_blob_id)
     return point.previous_source
 
 
-def blob_texts(shas: Iterable[str]) -> dict[str, str]:
-    """The texts of the given blobs by sha256, from one query.
+def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
+    """The sources (UTF-8 bytes) of the given blobs by sha256, from one query.
 
     Only the bytes and the compression flag are read (no model instances); on PostgreSQL in
     binary format (no hex text to parse for a bytea). Big blobs are stored zlib-compressed:
@@ -178,21 +181,21 @@ def blob_texts(shas: Iterable[str]) -> dict[str, str]:
     qs = Blob.objects.filter(sha256__in=shas).values_list("sha256", "data", "compressed")
     rows = _fetch_binary(qs) if connections[qs.db].vendor == "postgresql" else list(qs)
     packed = [(sha, data) for sha, data, compressed in rows if compressed]
-    texts = {sha: _text(data, False) for sha, data, compressed in rows if not compressed}
+    sources = {sha: _raw(data, False) for sha, data, compressed in rows if not compressed}
     if len(packed) > 1:
         # Every other blob on a helper thread, the rest here, concurrently.
         pool = _inflate_pool()
-        futures = [(sha, pool.submit(_text, data, True)) for sha, data in packed[1::2]]
-        texts.update((sha, _text(data, True)) for sha, data in packed[::2])
-        texts.update((sha, future.result()) for sha, future in futures)
+        futures = [(sha, pool.submit(_raw, data, True)) for sha, data in packed[1::2]]
+        sources.update((sha, _raw(data, True)) for sha, data in packed[::2])
+        sources.update((sha, future.result()) for sha, future in futures)
     else:
-        texts.update((sha, _text(data, True)) for sha, data in packed)
-    return texts
+        sources.update((sha, _raw(data, True)) for sha, data in packed)
+    return sources
 
 
-def _text(data: bytes | memoryview, compressed: bool) -> str:
-    """A blob's text from its stored bytes (as ``Blob.text``)."""
-    return Blob(data=data, compressed=compressed).text
+def _raw(data: bytes | memoryview, compressed: bool) -> bytes:
+    """A blob's UTF-8 bytes from its stored bytes (as ``Blob.raw``)."""
+    return Blob(data=data, compressed=compressed).raw
 
 
 def _fetch_binary(qs: QuerySet[Any]) -> list[tuple[Any, ...]]:
