@@ -204,7 +204,10 @@ class ChangeSet(models.Model):
     id = models.CharField(
         max_length=48, primary_key=True, help_text="cs_<first point id> or rs_<ms>_<rand>."
     )
-    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="change_sets")
+    # No index of its own: changeset_app_recent leads with it.
+    app = models.ForeignKey(
+        App, on_delete=models.PROTECT, related_name="change_sets", db_index=False
+    )
     kind = models.CharField(max_length=10, choices=KIND_CHOICES)
     name = models.CharField(max_length=200, blank=True)
     created_on = models.DateTimeField()
@@ -231,7 +234,9 @@ class ChangeSet(models.Model):
     class Meta:
         ordering = ["-created_on", "-id"]
         permissions = [("restore_changeset", "Can restore change sets and restore points")]
-        indexes = [models.Index(fields=["app", "-created_on"], name="changeset_app_recent")]
+        # Ascending: new sets append at the end of the app's range (a descending index inserts
+        # at its start, which splits pages more often); read backwards for newest first.
+        indexes = [models.Index(fields=["app", "created_on"], name="changeset_app_recent")]
         constraints = [
             models.UniqueConstraint(
                 fields=["app", "run_id"],
@@ -302,8 +307,9 @@ class RestorePoint(models.Model):
         indexes = [
             # Also serves the turn lookup of grouping: it scans only the gap's time window of
             # one app (at most the retained points), so turn_id needs no index of its own.
-            models.Index(fields=["app", "-created_on"], name="point_app_recent"),
-            models.Index(fields=["app", "pinned", "-created_on"], name="point_app_retention"),
+            # Ascending like changeset_app_recent: captures append, queries read backwards.
+            models.Index(fields=["app", "created_on"], name="point_app_recent"),
+            models.Index(fields=["app", "pinned", "created_on"], name="point_app_retention"),
             models.Index(fields=["artifact", "created_on"], name="point_artifact_time"),
         ]
         constraints = [
