@@ -65,27 +65,36 @@ def _sql(vendor: str) -> dict[str, str]:
             f"FROM {point} WHERE app_id = %s AND pinned = %s "
             "AND created_on <= (SELECT c FROM cut) ORDER BY created_on DESC, id DESC"
         ),
-        "emptied_sets": (
-            f"SELECT id FROM {change_set} AS cs WHERE cs.kind = 'change' AND cs.id IN ({{ids}}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = cs.id)"
+        # A set retention emptied goes, then what pointed at a set that is gone is cleared (the
+        # foreign keys are checked at commit). No statement needs the previous one's rows, so
+        # on PostgreSQL they travel in one pipeline.
+        "delete_emptied_sets": (
+            f"DELETE FROM {change_set} WHERE kind = 'change' AND id IN ({{ids}}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id)"
         ),
-        "forget_set_in_sets": (
-            f"UPDATE {change_set} SET restored_from_id = NULL WHERE restored_from_id IN ({{ids}})"
+        "forget_gone_in_sets": (
+            f"UPDATE {change_set} SET restored_from_id = NULL WHERE restored_from_id IN ({{ids}}) "
+            f"AND restored_from_id NOT IN (SELECT id FROM {change_set})"
         ),
-        "forget_set_in_marks": (
-            f"UPDATE {mark} SET change_set_id = NULL WHERE change_set_id IN ({{ids}})"
+        "forget_gone_in_marks": (
+            f"UPDATE {mark} SET change_set_id = NULL WHERE change_set_id IN ({{ids}}) "
+            f"AND change_set_id NOT IN (SELECT id FROM {change_set})"
         ),
-        "forget_set_in_apps": (
-            f"UPDATE {app_table} SET release_set_id = NULL WHERE release_set_id IN ({{ids}})"
+        "forget_gone_in_apps": (
+            f"UPDATE {app_table} SET release_set_id = NULL WHERE release_set_id IN ({{ids}}) "
+            f"AND release_set_id NOT IN (SELECT id FROM {change_set})"
         ),
-        "delete_sets": f"DELETE FROM {change_set} WHERE id IN ({{ids}})",
         "delete_points": f"DELETE FROM {point} WHERE id IN ({{ids}})",
         "pruned_until": (
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
             "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE id = %s"
         ),
-        "pruned_of_sets": f"SELECT id, pruned FROM {change_set} WHERE id IN ({{ids}})",
-        "set_pruned": f"UPDATE {change_set} SET pruned = %s{json_cast} WHERE id = %s",
+        # Appends to a set's pruned list (no row when the set is gone with its points).
+        "append_pruned": (
+            f"UPDATE {change_set} SET pruned = pruned || %s::jsonb WHERE id = %s"
+            if vendor == "postgresql"
+            else f"UPDATE {change_set} SET pruned = json_insert(pruned{{appends}}) WHERE id = %s"
+        ),
         # One statement: a blob goes only if, at that moment, nothing references it.
         "sweep": (
             f"DELETE FROM {blob} WHERE sha256 IN ({{ids}}) "
@@ -151,11 +160,6 @@ def _sql(vendor: str) -> dict[str, str]:
         "update_artifact": (
             f"UPDATE {artifact} SET blob_id = %s, sha256 = %s, size = %s, deleted = %s, "
             "route_key = NULL, updated_on = %s, updated_by = %s WHERE id = %s"
-        ),
-        # Counting at most keep + 1 index entries: no sort, no table access.
-        "excess": (
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s AND pinned = %s "
-            "LIMIT %s) AS capped"
         ),
     }
 
@@ -382,11 +386,6 @@ def update_artifact(pk: int, *, sha: str | None, size: int, by: str, now: Any) -
     _run("update_artifact", [sha, sha or "", size if sha else 0, sha is None, now, by, pk])
 
 
-def has_excess_points(app_id: int, keep: int) -> bool:
-    """Whether the app has more than ``keep`` unpinned points (then retention must prune)."""
-    return _run("excess", [app_id, False, keep + 1], fetch=True)[0] > keep
-
-
 def _in(name: str, values: list) -> str:
     return _q(name).format(ids=", ".join(["%s"] * len(values)))
 
@@ -412,26 +411,24 @@ def advance_pruned_until(newest: dict[int, datetime]) -> None:
         _execute(_q("pruned_until"), [at, at, artifact_id])
 
 
-def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
-    """Delete the change sets among ``set_ids`` left with no point; returns their ids.
-
-    What pointed at them (a restore set's ``restored_from``, release history, a release mark)
-    is cleared first, as the models' SET_NULL says.
-    """
-    emptied = [row[0] for row in _execute(_in("emptied_sets", set_ids), set_ids, "all")]
-    if emptied:
-        for name in ("forget_set_in_sets", "forget_set_in_marks", "forget_set_in_apps"):
-            _execute(_in(name, emptied), emptied)
-        _execute(_in("delete_sets", emptied), emptied)
-    return set(emptied)
+def delete_emptied_change_sets(set_ids: list[str]) -> None:
+    """Delete the change sets among ``set_ids`` left with no point, and clear what pointed at
+    them (a restore set's ``restored_from``, release history, a release mark), as the models'
+    SET_NULL says. Named or release sets are pinned, so retention never empties them."""
+    _execute(_in("delete_emptied_sets", set_ids), set_ids)
+    for name in ("forget_gone_in_sets", "forget_gone_in_marks", "forget_gone_in_apps"):
+        _execute(_in(name, set_ids), set_ids)
 
 
 def append_pruned(additions: dict[str, list[dict]]) -> None:
-    """Add to each change set's ``pruned`` list the points retention removed from it."""
-    ids = sorted(additions)
-    for set_id, pruned in _execute(_in("pruned_of_sets", ids), ids, "all"):
-        current = json.loads(pruned) if isinstance(pruned, str | bytes) else pruned
-        _execute(_q("set_pruned"), [json.dumps([*(current or []), *additions[set_id]]), set_id])
+    """Add to each change set's ``pruned`` list the points retention removed from it (a set
+    that is gone with all its points is left alone)."""
+    for set_id, entries in additions.items():
+        if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+            _execute(_q("append_pruned"), [json.dumps(entries), set_id])
+        else:
+            sql = _q("append_pruned").format(appends=", '$[#]', json(%s)" * len(entries))
+            _execute(sql, [*(json.dumps(entry) for entry in entries), set_id])
 
 
 def sweep_blobs(candidates: list[str]) -> int:

@@ -372,14 +372,11 @@ def _write(
 def _prune_if_needed(app: App, row: _sql.ArtifactRow, keep: int, added_unpinned: bool) -> None:
     """Prune when the app now has more than ``keep`` unpinned points.
 
-    The count read with the lock (SQLite, where the write lock was held) spares a query;
-    otherwise it is counted now, after the insert.
+    The count read with the lock (SQLite, where the write lock was held) spares a query.
+    Otherwise (PostgreSQL) retention's own query of the points beyond the newest ``keep`` is
+    the check: it finds none below the limit, and at the limit no separate count waits first.
     """
-    if row.unpinned is not None:
-        excess = row.unpinned + (1 if added_unpinned else 0) > keep
-    else:
-        excess = _sql.has_excess_points(app.pk, keep)
-    if excess:
+    if row.unpinned is None or row.unpinned + (1 if added_unpinned else 0) > keep:
         retention.prune(app)
 
 

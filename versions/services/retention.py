@@ -46,7 +46,10 @@ def sweep_after_commit(candidates: set[str]) -> None:
 
     def sweep() -> None:
         try:
-            with transaction.atomic():
+            if connection.in_atomic_block:  # run inside an outer transaction: keep it usable
+                with transaction.atomic():
+                    _sql.sweep_blobs(doomed)
+            else:  # one statement, its own transaction: one round trip
                 _sql.sweep_blobs(doomed)
         except DatabaseError:  # pragma: no cover - a race; the next sweep will get it
             logger.info("blob sweep skipped after a concurrent reference", exc_info=True)
@@ -72,10 +75,8 @@ def prune(app: App) -> int:
     # A change set left with no points is gone with them (named or release sets are pinned,
     # so never emptied); one that lost some keeps the list, so Restore all can say which
     # artifact's state before the turn was pruned.
-    emptied = _sql.delete_emptied_change_sets(sorted(by_set))
-    remaining = {set_id: pruned for set_id, pruned in by_set.items() if set_id not in emptied}
-    if remaining:
-        _sql.append_pruned(remaining)
+    _sql.delete_emptied_change_sets(sorted(by_set))
+    _sql.append_pruned(by_set)
     sweep_blobs({row[1] for row in excess if row[1]})
     return len(excess)
 
