@@ -176,16 +176,17 @@ def _lines_to_chars(
     Past ``limit`` distinct shared lines codes wrap around, and equal runs must be verified.
     """
     # Every pass over the lines runs in C, with no Python call per line: each side's distinct
-    # lines with its sentinel (``fromkeys``), the shared ones then get their own codes, and
-    # one lookup per line encodes each side.
-    code = dict.fromkeys(a, ord(_OLD_ONLY))
-    new = dict.fromkeys(b, ord(_NEW_ONLY))
-    shared = code.keys() & new.keys()
+    # lines with its sentinel (``fromkeys``), the shared ones then get their own codes on both
+    # sides, and one lookup per line encodes each side.
+    old_codes = dict.fromkeys(a, ord(_OLD_ONLY))
+    new_codes = dict.fromkeys(b, ord(_NEW_ONLY))
+    shared = old_codes.keys() & new_codes.keys()
     overflow = len(shared) > limit
     codes = cycle(islice(_code_points(), limit)) if overflow else _code_points()
-    new.update(zip(shared, codes, strict=False))
-    code.update(new)
-    return _codes(a, code), _codes(b, code), overflow
+    shared_codes = dict(zip(shared, codes, strict=False))
+    old_codes.update(shared_codes)
+    new_codes.update(shared_codes)
+    return _codes(a, old_codes), _codes(b, new_codes), overflow
 
 
 def _verify(ops: list[Op], a: Sequence[object], b: Sequence[object]) -> list[Op]:

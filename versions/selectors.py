@@ -358,8 +358,25 @@ def get_point(app: App, point_id: str) -> RestorePoint:
         .first()
     )
     if point is None:
-        raise Http404(f"There is no restore point “{point_id}” in this app.")
+        raise _no_point(point_id)
     return point
+
+
+def app_point(slug: str, point_id: str) -> tuple[App, RestorePoint]:
+    """``get_app`` and ``get_point`` in one query: the app and its point, or the same 404s."""
+    point = (
+        RestorePoint.objects.select_related("artifact", "change_set", "app__release_set")
+        .filter(app__slug=slug, id=point_id)
+        .first()
+    )
+    if point is None:
+        get_app(slug)  # 404 for an unknown app first, as the two lookups do
+        raise _no_point(point_id)
+    return point.app, point
+
+
+def _no_point(point_id: str) -> Http404:
+    return Http404(f"There is no restore point “{point_id}” in this app.")
 
 
 def point_change(point: RestorePoint) -> ArtifactChange:

@@ -165,8 +165,7 @@ def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
 @panel_view
 def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """The whole diff section of one point (lazy-loaded artifacts of big sets)."""
-    app = selectors.get_app(slug)
-    point = selectors.get_point(app, point_id)
+    app, point = selectors.app_point(slug, point_id)
     view = build_diff(selectors.point_change(point))
     return render(request, "versions/partials/_diff.html", {"app": app, "diff": view})
 
@@ -175,8 +174,7 @@ def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
 @panel_view
 def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """The next page of hunks of a then→now diff ("Show more hunks")."""
-    app = selectors.get_app(slug)
-    point = selectors.get_point(app, point_id)
+    app, point = selectors.app_point(slug, point_id)
     if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     view = build_diff(selectors.point_change(point), page=int_param(request.GET.get("page"), 1))
@@ -187,8 +185,7 @@ def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
 @panel_view
 def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """Unchanged lines behind an "N unchanged lines" expander."""
-    app = selectors.get_app(slug)
-    point = selectors.get_point(app, point_id)
+    app, point = selectors.app_point(slug, point_id)
     if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     old_start = int_param(request.GET.get("old"))

@@ -121,8 +121,7 @@ def point_context(request: HttpRequest, app: App, point: RestorePoint, **extra: 
 @panel_view
 def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """One point: expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
-    app = selectors.get_app(slug)
-    point = selectors.get_point(app, point_id)
+    app, point = selectors.app_point(slug, point_id)
     if is_fragment(request) and request.GET.get("collapsed"):
         ctx = {"app": app, "point": point, **perms(request)}
         return render(request, "versions/partials/_point_row.html", ctx)
