@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Count, Sum
 from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import Field, NinjaAPI, Query, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
@@ -826,3 +827,61 @@ __all__ = [
     "point_out",
     "read_artifact",
 ]
+
+
+# --- outside the routes ---------------------------------------------------------------------
+
+NO_SUCH_ENDPOINT = (
+    "There is no API endpoint “{method} {path}”. The endpoints are listed in "
+    "/api/v1/openapi.json (and readable at /api/v1/docs)."
+)
+METHOD_NOT_ALLOWED = "“{path}” does not take {method}; it takes {allowed}."
+
+
+@csrf_exempt  # it writes nothing; an API client has no CSRF token and must read JSON
+def no_such_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """A JSON 404 for any URL under /api/v1/ that no route matched (not Django's HTML page)."""
+    message = NO_SUCH_ENDPOINT.format(method=request.method, path=request.path)
+    return _error(request, 404, "not_found", message)
+
+
+def json_method_not_allowed(get_response: Any) -> Any:
+    """Middleware: a route asked with a method it does not take answers JSON 405 under
+    /api/v1/ (django-ninja answers an empty text/html 405), with the Allow header kept."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if response.status_code == 405 and request.path.startswith("/api/v1/"):
+            allowed = response.get("Allow", "")
+            replacement = _error(
+                request,
+                405,
+                "method_not_allowed",
+                METHOD_NOT_ALLOWED.format(
+                    path=request.path, method=request.method, allowed=allowed or "no method"
+                ),
+            )
+            if allowed:
+                replacement["Allow"] = allowed
+            return replacement
+        return response
+
+    return middleware
+
+
+@csrf_exempt
+def api_home(request: HttpRequest) -> HttpResponse:
+    """``/api/v1/`` itself: where the endpoints are described (JSON, for agents and people)."""
+    if request.method not in ("GET", "HEAD"):
+        return no_such_endpoint(request)
+    return api.create_response(
+        request,
+        {
+            "name": "Versions agent API",
+            "version": "v1",
+            "openapi": "/api/v1/openapi.json",
+            "docs": "/api/v1/docs",
+            "authentication": "Authorization: Bearer <token> (manage.py create_agent_token)",
+        },
+        status=200,
+    )

@@ -44,6 +44,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A route asked with a method it does not take answers the API's JSON error, not HTML.
+    "versions.api.json_method_not_allowed",
 ]
 
 ROOT_URLCONF = "versions_site.urls"

@@ -1,14 +1,17 @@
 """Root URLs: the panel, the live app, the agent API, sign-in and the admin."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
-from versions.api import api
+from versions.api import api, api_home, no_such_endpoint
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("api/v1/", api_home),  # before the API's own root, which is an HTML 404 off DEBUG
     path("api/v1/", api.urls),
+    # Anything else under the API answers in the API's JSON error format, not an HTML page.
+    re_path(r"^api/v1/(?P<rest>[\s\S]*)\Z", no_such_endpoint),
     path("", include("versions.urls")),
     # The live app, after the panel (which owns /apps/<slug>/versions/…).
     path("apps/<slug:slug>/", include("versions.live_urls")),

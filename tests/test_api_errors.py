@@ -1,0 +1,67 @@
+"""Every answer under /api/v1/ is the API's JSON error when no route takes the request."""
+
+from __future__ import annotations
+
+import pytest
+from api_helpers import ApiClient, make_token, make_user
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(app) -> ApiClient:
+    make_user("rvaid")
+    return ApiClient(make_token("rvaid", "quotes"))
+
+
+@pytest.mark.parametrize(
+    "path", ["/nowhere", "/apps/quotes/artifact", "/apps/quotes/artifacts/pltf_page/a/b/c"]
+)
+def test_an_unknown_endpoint_answers_json_404_naming_it(api, path):
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert body["error"] == "not_found"
+    assert f"GET /api/v1{path}" in body["message"]
+    assert "openapi.json" in body["message"]
+
+
+def test_an_unknown_endpoint_answers_json_without_a_token_or_csrf_token_too():
+    client = ApiClient(None)
+    client.client = Client(enforce_csrf_checks=True)
+    response = client.post("/apps/quotes/nothing-here", {})
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert client.post("/", {}).json()["error"] == "not_found"
+
+
+def test_a_method_a_route_does_not_take_answers_json_405_with_allow(api):
+    response = api.post("/apps/quotes/artifacts", {})
+    assert response.status_code == 405
+    assert response["Content-Type"].startswith("application/json")
+    assert "GET" in response["Allow"]
+    body = response.json()
+    assert body["error"] == "method_not_allowed"
+    assert "POST" in body["message"] and "GET" in body["message"]
+
+
+def test_the_panel_keeps_django_pages_for_unknown_urls(client):
+    response = client.get("/no-such-page/")
+    assert response.status_code == 404
+    assert not response["Content-Type"].startswith("application/json")
+
+
+def test_the_api_root_says_where_the_endpoints_are_described():
+    response = ApiClient(None).get("/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["openapi"] == "/api/v1/openapi.json"
+    assert ApiClient(None).client.get(body["openapi"]).status_code == 200
+
+
+def test_an_unknown_endpoint_with_a_newline_in_its_path_answers_json(api):
+    response = api.get("/nowhere%0Aat-all")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
