@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html import escape as _html_escape
-from itertools import accumulate, chain, cycle, islice
-from operator import itemgetter
+from itertools import accumulate, chain, compress, count, cycle, islice
+from operator import itemgetter, ne
 from typing import Any, Literal
 
 from diff_match_patch import diff_match_patch
@@ -210,14 +210,11 @@ def _verify(ops: list[Op], a: Sequence[object], b: Sequence[object]) -> list[Op]
 
 
 def _common_ends(a: Sequence[object], b: Sequence[object]) -> tuple[int, int]:
+    """Lines shared at the start, and then at the end (not overlapping); compared in C."""
     n = min(len(a), len(b))
-    pre = 0
-    while pre < n and a[pre] == b[pre]:
-        pre += 1
-    suf = 0
-    while suf < n - pre and a[-1 - suf] == b[-1 - suf]:
-        suf += 1
-    return pre, suf
+    pre = next(compress(count(), map(ne, a, b)), n)
+    suf = next(compress(count(), map(ne, reversed(a), reversed(b))), n)
+    return pre, min(suf, n - pre)
 
 
 def _normalize(ops: Iterable[Op]) -> list[Op]:
@@ -260,21 +257,30 @@ def line_ops(
     if not a or not b:
         return _normalize([("-", len(a)), ("+", len(b))]), "trivial"
     limit = MAX_CODES if max_codes is None else max_codes
+    # The lines both sides share at the start and the end are set aside first, as
+    # ``count_line_changes`` does: both then diff the same middle, so the counts a capture
+    # stores are the diff's counts, and an edit in a big file codes only its middle.
+    pre, suf = _common_ends(a, b)
+    if not pre and not suf:
+        return _middle_ops(a, b, engine, limit)
+    mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
+    if mid_a and mid_b:
+        mid_ops, method = _middle_ops(mid_a, mid_b, engine, limit)
+    else:
+        mid_ops, method = [("-", len(mid_a)), ("+", len(mid_b))], engine
+    return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
+
+
+def _middle_ops(
+    a: Sequence[object], b: Sequence[object], engine: EngineName, limit: int
+) -> tuple[list[Op], str]:
+    """``line_ops`` of two non-empty key sequences with no common first or last line."""
     ca, cb, overflow = _lines_to_chars(a, b, limit)
     if not overflow:
-        if ca == cb:
-            return [("=", len(a))], engine
         return _diff_discarding(ca, cb, engine), engine
-    # More distinct shared lines than code points (> 1.1M): trim the common ends, diff the
-    # middle with wrapped-around codes, and turn false matches back into changes.
-    pre, suf = _common_ends(a, b)
-    mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
-    if pre or suf:
-        mid_ops, method = line_ops(mid_a, mid_b, engine=engine, max_codes=max_codes)
-    else:
-        mid_ops = _verify(_diff_discarding(ca, cb, engine), a, b)
-        method = f"{engine}-wrapped"
-    return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
+    # More distinct shared lines than code points (> 1.1M): diff with wrapped-around codes,
+    # and turn false matches back into changes.
+    return _verify(_diff_discarding(ca, cb, engine), a, b), f"{engine}-wrapped"
 
 
 def _set_aside(encoded: str, sentinel: str) -> tuple[str, list[int]]:
