@@ -83,9 +83,21 @@ _SQLITE_OPTIONS = {
 _default_sqlite = f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", _default_sqlite), conn_max_age=0
+        os.environ.get("DATABASE_URL", _default_sqlite),
+        # Seconds a server keeps its database connection between requests (0: one per
+        # request). On PostgreSQL a persistent connection also keeps the capture path's
+        # prepared statements.
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and (
+    os.environ.get("VERSIONS_PREPARE_STATEMENTS", "1") != "0"
+):
+    # The capture path's statements (server-side binding) are prepared at their second run on
+    # a connection; Django's own queries bind on the client and are never prepared. Off (0)
+    # behind a pooler that cannot keep prepared statements.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 2)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(_SQLITE_OPTIONS)
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("VERSIONS_TEST_SQLITE_NAME")}

@@ -197,6 +197,9 @@ def _execute(sql: str, params: Sequence[Any], fetch: str = "", *, binary: bool =
         # Server-side binding: values travel apart from the statement, bytes as bytes
         # (Django's client-side binding would inline a source as an escaped literal).
         # Not closed: in pipeline mode its result may still be on the way.
+        # Prepared after a second run on a connection (the prepare_threshold option that
+        # VERSIONS_PREPARE_STATEMENTS sets): parsed and planned once, which pays off where
+        # connections persist (DATABASE_CONN_MAX_AGE).
         pg_cursor: psycopg.Cursor[Any] = psycopg.Cursor(db.connection)
         if binary:
             pg_cursor.format = psycopg.pq.Format.BINARY
