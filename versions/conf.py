@@ -26,4 +26,3 @@ def turn_gap_seconds() -> int:
 def workspaces() -> dict[str, str]:
     """Registered workspaces for changes-log rollback: name -> folder."""
     return dict(getattr(settings, "VERSIONS_WORKSPACES", {}) or {})
-
