@@ -121,3 +121,17 @@ def test_statement_counts_at_the_limit_are_the_same_for_a_small_and_a_large_limi
             write(app, name, f"{name} {i}\n")
         counts.append(queries_of_one_write(app, name, "last\n", django_assert_max_num_queries))
     assert counts[0] == counts[1]
+
+
+def test_retention_that_prunes_many_points_of_one_set_at_once_lists_them_all(app, settings):
+    settings.VERSIONS_POINTS_PER_APP = 400
+    receipts = [write(app, f"page-{i}", f"v{i}\n", run_id="big-turn") for i in range(150)]
+    set_id = receipts[0].change_set_id
+    settings.VERSIONS_POINTS_PER_APP = 10
+    write(app, "other", "x\n")  # one capture prunes 141 points of the big set
+
+    pruned = ChangeSet.objects.get(id=set_id).pruned
+    assert sorted(p["pointId"] for p in pruned) == sorted(
+        r.restore_point_id for r in receipts[:141]
+    )
+    assert RestorePoint.objects.filter(app=app).count() == 10

@@ -423,15 +423,21 @@ def delete_emptied_change_sets(set_ids: list[str]) -> None:
         _execute(_in(name, set_ids), set_ids)
 
 
+# Path/value pairs per json_insert call: SQLite allows 127 arguments to a function by default.
+_APPEND_CHUNK = 50
+
+
 def append_pruned(additions: dict[str, list[dict]]) -> None:
     """Add to each change set's ``pruned`` list the points retention removed from it (a set
     that is gone with all its points is left alone)."""
     for set_id, entries in additions.items():
         if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
             _execute(_q("append_pruned"), [json.dumps(entries), set_id])
-        else:
-            sql = _q("append_pruned").format(appends=", '$[#]', json(%s)" * len(entries))
-            _execute(sql, [*(json.dumps(entry) for entry in entries), set_id])
+        else:  # json_insert takes a bounded number of arguments: append in chunks
+            for start in range(0, len(entries), _APPEND_CHUNK):
+                chunk = entries[start : start + _APPEND_CHUNK]
+                sql = _q("append_pruned").format(appends=", '$[#]', json(%s)" * len(chunk))
+                _execute(sql, [*(json.dumps(entry) for entry in chunk), set_id])
 
 
 def sweep_blobs(candidates: list[str]) -> int:
