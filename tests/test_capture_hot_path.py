@@ -135,3 +135,20 @@ def test_retention_that_prunes_many_points_of_one_set_at_once_lists_them_all(app
         r.restore_point_id for r in receipts[:141]
     )
     assert RestorePoint.objects.filter(app=app).count() == 10
+
+
+def test_retention_with_capture_times_shared_by_a_restore_keeps_exactly_the_newest(app, settings):
+    # A restore's counter-points may share one capture time; the cut must still keep exactly
+    # the newest N by (time, id), as ordering every point would.
+    for i in range(6):
+        write(app, f"page-{i}", "v1\n", run_id="setup")
+    turn = [write(app, f"page-{i}", "v2\n", run_id="turn") for i in range(6)]
+    services.restore_change_set(turn[0].change_set_id, by="person")
+    order = list(RestorePoint.objects.filter(app=app).order_by("-created_on", "-id"))
+    assert len({p.created_on for p in order}) < len(order)  # there are ties to cut through
+
+    settings.VERSIONS_POINTS_PER_APP = 7
+    last = write(app, "page-0", "v3\n")
+
+    kept = set(RestorePoint.objects.filter(app=app).values_list("id", flat=True))
+    assert kept == {last.restore_point_id, *(p.id for p in order[:6])}
