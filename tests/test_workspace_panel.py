@@ -525,3 +525,18 @@ def test_a_second_confirmation_while_one_runs_is_refused(restorer: Client, phase
     assert response.status_code == 409
     assert views_workspace.BUSY in response.content.decode()
     assert snapshot(repo) == after_phase
+
+
+def test_a_rollback_from_the_panel_records_who_asked(
+    restorer: Client, phase: dict[str, bytes], repo, caplog
+) -> None:
+    with caplog.at_level("INFO", logger="versions.views_workspace"):
+        report = _report(_confirm(restorer).content.decode())
+    undo_log = json.loads(Path(report["undo_log"]).read_text())
+    assert undo_log["metadata"]["requested_by"] == "restorer"
+    assert any(
+        "workspace rollback" in r.getMessage() and "by restorer: success" in r.getMessage()
+        for r in caplog.records
+    )
+    listing = restorer.get(reverse("versions:workspace", args=["bugfix"])).content.decode()
+    assert "Rolled back by</dt><dd>restorer</dd>" in listing

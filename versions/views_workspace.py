@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import stat
@@ -43,6 +44,8 @@ from versions.workspace import (
     rollback,
     summary,
 )
+
+logger = logging.getLogger(__name__)
 
 # Logs the panel lists: at the workspace root, named like the seed's `.{domain}-changes.json`.
 LOG_PATTERN = "*changes*.json"
@@ -123,6 +126,8 @@ class LogRef:
     mtime: float
     size: int
     rolled_back_by: list[LogRef] = field(default_factory=list)
+    # For a counter log: who asked for the rollback that wrote it (its metadata), if known.
+    requested_by: str = ""
 
     @property
     def label(self) -> str:
@@ -205,9 +210,12 @@ def link_rollbacks(refs: list[LogRef]) -> None:
         if ref.kind != UNDO:
             continue
         try:
-            source = load_changes_log(ref.path).metadata.get("rollback_of")
+            metadata = load_changes_log(ref.path).metadata
         except ChangesLogError:
             continue
+        source = metadata.get("rollback_of")
+        who = metadata.get("requested_by")
+        ref.requested_by = who if isinstance(who, str) else ""
         target = by_path.get(str(source)) if isinstance(source, str) else None
         if target is not None:
             target.rolled_back_by.append(ref)
@@ -564,12 +572,21 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
         return _after(request, state, {"error": STALE_LOG}, status=409)
     assert state.data is not None
     try:
-        report = _rollback_locked(state)
+        report = _rollback_locked(state, by=request.user.get_username())
     except BlockingIOError:
         return _after(request, state, {"error": BUSY}, status=409)
     except OSError as exc:
         error = STOPPED.format(error=exc.strerror or exc, undo=f"{UNDO_DIR}/")
         return _after(request, state, {"error": error}, status=200)
+    logger.info(
+        "workspace rollback of %s/%s (phase %s) by %s: %s; undo log %s",
+        state.ref.workspace.name,
+        state.ref.label,
+        state.data["phase"],
+        request.user.get_username(),
+        "success" if report.get("success") else "failed",
+        report.get("undo_log", "none"),
+    )
     # Show the log as it is after the rollback, with the report above its diffs.
     refs = list_logs(state.ref.workspace)
     link_rollbacks(refs)
@@ -578,7 +595,7 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
     return _after(request, new_state, {"report": report, **_report_extras(refs, report)})
 
 
-def _rollback_locked(state: LogState) -> dict[str, Any]:
+def _rollback_locked(state: LogState, *, by: str) -> dict[str, Any]:
     """Roll back with an exclusive lock on the log, so two confirmations never run at once."""
     assert state.data is not None
     fd = os.open(state.ref.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -586,7 +603,11 @@ def _rollback_locked(state: LogState) -> dict[str, Any]:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # The person confirmed in the dialog (the seed's prompt): no second confirmation here.
         return rollback(
-            state.ref.path, state.data["phase"], confirm=None, workspace=state.ref.workspace.root
+            state.ref.path,
+            state.data["phase"],
+            confirm=None,
+            workspace=state.ref.workspace.root,
+            by=by,
         )
     finally:
         os.close(fd)

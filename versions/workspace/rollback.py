@@ -255,14 +255,16 @@ def rollback(
     confirm: Confirm | None,
     workspace: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    by: str = "",
 ) -> dict[str, Any]:
     """Roll back `log_path` and return the seed's report.
 
     `confirm` receives the seed's prompt and says yes or no; None means no confirmation is
-    required. A dry run validates and predicts warnings but changes nothing.
+    required. A dry run validates and predicts warnings but changes nothing. `by` (who asked)
+    is kept in the undo log's metadata.
     """
     return run_rollback(
-        log_path, phase, confirm=confirm, workspace=workspace, dry_run=dry_run
+        log_path, phase, confirm=confirm, workspace=workspace, dry_run=dry_run, by=by
     ).report
 
 
@@ -273,6 +275,7 @@ def run_rollback(
     confirm: Confirm | None,
     workspace: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    by: str = "",
 ) -> RollbackResult:
     """Like `rollback()`, also telling success (0), failure (1), bad input (2), declined (3)."""
     started = time.monotonic()
@@ -296,7 +299,7 @@ def run_rollback(
             report.user_declined = True
             return RollbackResult(report.finish(started, success=False), EXIT_DECLINED)
 
-    undo = _UndoRecorder(plan.root, plan.log.phase, plan.log_path)
+    undo = _UndoRecorder(plan.root, plan.log.phase, plan.log_path, by=by)
     engine = _Engine(plan, report, undo)
     engine.run()
     # The seed: partial rollbacks are a success with warnings; only nothing done is a failure.
@@ -352,10 +355,11 @@ class _Report:
 class _UndoRecorder:
     """Saves what the rollback is about to overwrite or delete, and the counter changes log."""
 
-    def __init__(self, root: Path, phase: str, source: Path) -> None:
+    def __init__(self, root: Path, phase: str, source: Path, *, by: str = "") -> None:
         self.root = root
         self.phase = phase
         self.source = source
+        self.by = by
         self.dir: Path | None = None
         self.log: ChangesLog | None = None
         self._seen: set[str] = set()
@@ -427,6 +431,7 @@ class _UndoRecorder:
             self.log.metadata = {
                 "rollback_of": os.fspath(self.source.resolve()),
                 "created_by": "versions rollback_changes",
+                **({"requested_by": self.by} if self.by else {}),
             }
         return self.log
 

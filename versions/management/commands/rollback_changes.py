@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ class Command(BaseCommand):
             confirm=confirm,
             workspace=options["workspace"],
             dry_run=options["dry_run"],
+            by=_os_user(),
         )
         payload = json.dumps(result.report, indent=2, ensure_ascii=False)
         self.stdout.write(payload)
@@ -62,3 +64,11 @@ class Command(BaseCommand):
         self.stderr.flush()
         answer = sys.stdin.readline()
         return answer.strip().lower() in {"yes", "y"}
+
+
+def _os_user() -> str:
+    """Who runs the command, for the undo log's metadata ("" when it cannot be told)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
