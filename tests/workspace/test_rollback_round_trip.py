@@ -229,3 +229,25 @@ def test_the_tracker_refuses_what_the_rollback_would(project: Path, outside: Pat
     with pytest.raises(FileNotFoundError):
         tracker.record_modify(project / "missing.ts")
     assert load_changes_log(project / LOG).files_modified == []
+
+
+def test_a_created_symlink_is_deleted_and_the_report_says_undo_cannot_bring_it_back(
+    repo: Path,
+) -> None:
+    write(repo, "src/app.ts", "export const limit = 1;\n")
+    commit_all(repo, "project")
+    tracker = ChangesTracker(repo / LOG, "bug-fixing")
+    tracker.record_create(repo / "src/current.ts")
+    (repo / "src/current.ts").symlink_to("app.ts")  # inside the workspace
+
+    report = run_rollback(repo / LOG, "bug-fixing", confirm=None).report
+
+    assert not (repo / "src/current.ts").is_symlink()
+    assert (repo / "src/app.ts").read_text() == "export const limit = 1;\n"  # never its target
+    assert report["success"] is True
+    assert report["warnings"] == [
+        "Undo cannot bring back src/current.ts: a symlink or special file is not kept in the "
+        "undo log"
+    ]
+    undo = load_changes_log(Path(report["undo_log"]))
+    assert undo.metadata["not_restorable"] == ["src/current.ts"]

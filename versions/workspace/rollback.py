@@ -131,6 +131,12 @@ class RollbackPlan:
         return self.log_path.resolve().parent.parent == self.root / UNDO_DIR
 
 
+# Beyond the seed's messages: what this rollback changes that its undo log cannot bring back.
+UNDO_CANNOT_KEEP = (
+    "Undo cannot bring back {paths}: a symlink or special file is not kept in the undo log"
+)
+
+
 def confirmation_prompt(log: ChangesLog) -> str:
     """The seed's confirmation prompt for `log`, with its counts."""
     return CONFIRMATION_PROMPT.format(
@@ -302,6 +308,8 @@ def run_rollback(
     undo = _UndoRecorder(plan.root, plan.log.phase, plan.log_path, by=by)
     engine = _Engine(plan, report, undo)
     engine.run()
+    if undo.unsaved:
+        report.warnings.append(UNDO_CANNOT_KEEP.format(paths=", ".join(undo.unsaved)))
     # The seed: partial rollbacks are a success with warnings; only nothing done is a failure.
     success = not report.errors or report.did_something
     result = report.finish(started, success=success, undo_log=undo.log_path)
@@ -364,6 +372,7 @@ class _UndoRecorder:
         self.log: ChangesLog | None = None
         self._seen: set[str] = set()
         self._created: set[str] = set()
+        self.unsaved: list[str] = []  # removed or overwritten, but not kept for the undo
 
     @property
     def log_path(self) -> Path | None:
@@ -375,8 +384,10 @@ class _UndoRecorder:
         if rel in self._seen:
             return
         if path.is_symlink() or not path.is_file():
-            # A symlink or special file cannot be expressed in a changes log; say so in it.
+            # A symlink or special file cannot be expressed in a changes log; say so in it,
+            # and in the report's warnings.
             self._ensure().metadata.setdefault("not_restorable", []).append(rel)
+            self.unsaved.append(rel)
             self._seen.add(rel)
             self._write()
             return
