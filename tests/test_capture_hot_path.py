@@ -152,3 +152,19 @@ def test_retention_with_capture_times_shared_by_a_restore_keeps_exactly_the_newe
 
     kept = set(RestorePoint.objects.filter(app=app).values_list("id", flat=True))
     assert kept == {last.restore_point_id, order[0].id, order[1].id}
+
+
+def test_a_write_in_a_transaction_already_broken_is_refused_like_any_query(app):
+    from django.db import IntegrityError, transaction
+    from django.db.transaction import TransactionManagementError
+
+    write(app, "index", "v1\n")
+    with transaction.atomic():
+        try:
+            with transaction.atomic(savepoint=False):  # fails, and its error is swallowed
+                raise IntegrityError("a failed statement")
+        except IntegrityError:
+            pass
+        with pytest.raises(TransactionManagementError):
+            write(app, "index", "v2\n")
+    assert Artifact.objects.get(app=app, name="index").source == "v1\n"

@@ -184,6 +184,7 @@ def _execute(sql: str, params: Sequence[Any], fetch: str = "", *, binary: bool =
             cursor.execute(sql, params)
             return _fetched(cursor, fetch)
     db.ensure_connection()
+    db.validate_no_broken_transaction()  # as Django's cursor does before every statement
     if db.vendor == "sqlite":
         sql = sql.replace("%s", "?")  # the statements here hold no literal %
         with db.wrap_database_errors:
