@@ -49,7 +49,6 @@ def _table(model: type) -> str:
 def _sql(vendor: str) -> dict[str, str]:
     artifact, blob = _table(Artifact), _table(Blob)
     point, change_set = _table(RestorePoint), _table(ChangeSet)
-    lock = " FOR UPDATE" if vendor == "postgresql" else ""
     json_cast = "::jsonb" if vendor == "postgresql" else ""
     app_table, mark = _table(App), _table(ReleaseMark)
     return {
@@ -100,10 +99,6 @@ def _sql(vendor: str) -> dict[str, str]:
             f"DELETE FROM {blob} WHERE sha256 IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {blob}.sha256) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {blob}.sha256)"
-        ),
-        "lock": (
-            f"SELECT id, blob_id, sha256, size, deleted, updated_on FROM {artifact} "
-            f"WHERE app_id = %s AND collection = %s AND name = %s{lock}"
         ),
         # The lock, the current source and (SQLite, where the write lock is already held, so
         # the count cannot go stale) the retention count, in one statement. The blob's sha is
@@ -260,18 +255,9 @@ def _read_dt(value: object) -> datetime | None:
     return parsed
 
 
-def lock_row(app_id: int, collection: str, name: str) -> ArtifactRow | None:
-    """The artifact row, locked for update (PostgreSQL; SQLite holds the write lock), or None."""
-    with connection.cursor() as cursor:
-        cursor.execute(_q("lock"), [app_id, collection, name])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    return ArtifactRow(row[0], row[1], row[2] or "", row[3], bool(row[4]), _read_dt(row[5]))
-
-
 def lock_and_read(app_id: int, collection: str, name: str, keep: int) -> ArtifactRow | None:
-    """:func:`lock_row` that also reads the current source and (SQLite) the retention count.
+    """The artifact row, locked for update (PostgreSQL; SQLite holds the write lock), with its
+    current source and (SQLite) the retention count, or None.
 
     ``unpinned`` is the number of unpinned points of the app, counted up to ``keep``.
     """
