@@ -1,8 +1,10 @@
-"""Prepared SQL for the capture hot path.
+"""Prepared SQL for the capture hot path and retention.
 
 A capture is a handful of single-row statements; building each through the ORM costs more
 than running it, and capture must cost about a plain save. These helpers run the same
-statements the ORM would, with the SQL built once. Private to ``versions.services``.
+statements the ORM would, with the SQL built once, on the driver's own cursor when nobody
+records queries (see :func:`_execute`), and on PostgreSQL pipelined (:func:`batch`) and
+prepared. Private to ``versions.services``.
 """
 
 from __future__ import annotations
