@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from versions import ids, services
 from versions.diffing import count_line_changes
 from versions.models import Artifact, ChangeSet, RestorePoint
-from versions.services.capture import line_changes
 
 PAGE = "pltf_page"
 
@@ -25,7 +24,7 @@ TEXTS = st.lists(LINES, max_size=30).map("".join)
 @settings(max_examples=400, deadline=None)
 @given(TEXTS, TEXTS)
 def test_line_changes_on_bytes_equal_the_diff_counts(old, new):
-    assert line_changes(old.encode(), new.encode()) == count_line_changes(old, new)
+    assert count_line_changes(old.encode(), new.encode()) == count_line_changes(old, new)
 
 
 @settings(max_examples=200, deadline=None)
@@ -36,7 +35,7 @@ def test_line_changes_of_a_region_edit_in_a_big_file(body, at, region_old, regio
     head, tail = "".join(lines[: at * 10]), "".join(lines[at * 10 :])
     old = head + body + region_old + tail
     new = head + body + region_new + tail
-    assert line_changes(old.encode(), new.encode()) == count_line_changes(old, new)
+    assert count_line_changes(old.encode(), new.encode()) == count_line_changes(old, new)
 
 
 def write(app, name, source, **kw):

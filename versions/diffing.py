@@ -341,47 +341,95 @@ def _diff_discarding(ca: str, cb: str, engine: EngineName) -> list[Op]:
     return ops
 
 
-def _common_prefix_len(a: str, b: str) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+_STEP = 256
 
 
-def _common_suffix_len(a: str, b: str) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def _common_prefix_len(a: Source, b: Source) -> int:
+    """Length of the common prefix: galloping slice comparisons, so the text compared (and
+    copied) is about twice the prefix, not the whole text per step."""
+    n = min(len(a), len(b))
+    good, step = 0, _STEP
+    while good < n:
+        end = min(n, good + step)
+        if a[good:end] == b[good:end]:
+            good, step = end, step * 2
+            continue
+        bad = end  # a[:bad] != b[:bad]
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if a[good:mid] == b[good:mid]:
+                good = mid
+            else:
+                bad = mid
+        return good
+    return good
 
 
-def _trim_common_lines(old: str, new: str) -> tuple[str, str]:
-    """Drop the whole lines ``old`` and ``new`` share at both ends; the counts stay the same."""
-    head = old.rfind("\n", 0, _common_prefix_len(old, new)) + 1
-    old, new = old[head:], new[head:]
+def _common_suffix_len(a: Source, b: Source) -> int:
+    """Length of the common suffix (the mirror of :func:`_common_prefix_len`)."""
+    la, lb = len(a), len(b)
+    n = min(la, lb)
+    good, step = 0, _STEP
+    while good < n:
+        end = min(n, good + step)
+        if a[la - end : la - good] == b[lb - end : lb - good]:
+            good, step = end, step * 2
+            continue
+        bad = end
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if a[la - mid : la - good] == b[lb - mid : lb - good]:
+                good = mid
+            else:
+                bad = mid
+        return good
+    return good
+
+
+def _shared_tail_len(old: Source, new: Source, newline: Any) -> int:
+    """Length of a run of whole lines that ``old`` and ``new`` (which differ in their first
+    line) both end with; not always the longest (any such run gives the same counts).
+
+    The common case, one edited line, is one comparison: does ``new`` end with all of
+    ``old`` after its first line, starting at a line boundary of ``new``?
+    """
+    first_end = old.find(newline)
+    if first_end != -1:
+        rest = len(old) - (first_end + 1)
+        start = len(new) - rest
+        at_line_start = start > 0 and new[start - 1 : start] == newline
+        if rest and at_line_start and new.endswith(old[first_end + 1 :]):  # type: ignore[arg-type]
+            return rest
     tail = _common_suffix_len(old, new)
-    # Keep only the part of the shared tail after its first newline: whole lines on both sides.
-    cut = old.find("\n", len(old) - tail) if tail else -1
-    if cut == -1:
-        return old, new
-    keep = len(old) - (cut + 1)
-    return old[: len(old) - keep], new[: len(new) - keep]
+    cut = old.find(newline, len(old) - tail) if tail else -1
+    return len(old) - (cut + 1) if cut != -1 else 0
+
+
+def _trim_common_lines(old: Source, new: Source) -> tuple[Source, Source]:
+    """Drop whole lines ``old`` and ``new`` share at both ends; the counts stay the same."""
+    newline: Any = "\n" if isinstance(old, str) else b"\n"
+    head = old.rfind(newline, 0, _common_prefix_len(old, new)) + 1
+    old, new = old[head:], new[head:]
+    keep = _shared_tail_len(old, new, newline)
+    if keep:
+        old, new = old[: len(old) - keep], new[: len(new) - keep]
+    return old, new
+
+
+def _one_line(text: Source) -> bool:
+    newline: Any = "\n" if isinstance(text, str) else b"\n"
+    end = text.find(newline)
+    return end == -1 or end == len(text) - 1
 
 
 def count_line_changes(
-    old: str | None, new: str | None, *, engine: EngineName | None = None
+    old: Source | None, new: Source | None, *, engine: EngineName | None = None
 ) -> tuple[int, int]:
     """Return ``(added, removed)`` line counts for ``old``→``new`` (``None`` counts as empty).
 
-    A missing final newline makes the last line differ: ``"a\\nb"`` → ``"a\\nb\\n"`` is (1, 1).
+    Both may be UTF-8 bytes (the same counts as their texts: a newline byte is never part of
+    another character). A missing final newline makes the last line differ: ``"a\\nb"`` →
+    ``"a\\nb\\n"`` is (1, 1).
     """
     old, new = old or "", new or ""
     if old == new:
@@ -389,6 +437,8 @@ def count_line_changes(
     # Agents edit a region, not the whole file: set aside the whole lines both sides share at
     # the start and the end (found with C-speed slice comparisons) before splitting into lines.
     old, new = _trim_common_lines(old, new)
+    if old and new and _one_line(old) and _one_line(new):
+        return 1, 1  # two different lines (the shared ones are set aside)
     a, a_noeol = split_lines(old)
     b, b_noeol = split_lines(new)
     if not a or not b:

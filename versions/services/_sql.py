@@ -53,6 +53,11 @@ def _sql(vendor: str) -> dict[str, str]:
     point, change_set = _table(RestorePoint), _table(ChangeSet)
     json_cast = "::jsonb" if vendor == "postgresql" else ""
     app_table, mark = _table(App), _table(ReleaseMark)
+    # Whether change set ``cs`` is pinned: named, or its app's release.
+    set_pinned = (
+        f"CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
+        "WHERE ap.id = cs.app_id AND ap.release_set_id = cs.id) THEN 1 ELSE 0 END"
+    )
     return {
         # The points at or before the (keep + 1)-th newest capture time, and how many are
         # newer: both found on the retention index alone, so the cost does not grow with
@@ -133,17 +138,13 @@ def _sql(vendor: str) -> dict[str, str]:
         # A set found for grouping, and whether it is pinned (named, or the app's release):
         # a point joining a pinned set is pinned too.
         "set_by_run": (
-            f"SELECT cs.id, CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
-            "WHERE ap.id = cs.app_id AND ap.release_set_id = cs.id) THEN 1 ELSE 0 END "
-            f"FROM {change_set} AS cs WHERE cs.app_id = %s AND cs.kind = 'change' "
-            "AND cs.run_id = %s"
+            f"SELECT cs.id, {set_pinned} FROM {change_set} AS cs "
+            "WHERE cs.app_id = %s AND cs.kind = 'change' AND cs.run_id = %s"
         ),
         "set_by_turn": (
-            f"SELECT p.change_set_id, (SELECT CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM "
-            f"{app_table} AS ap WHERE ap.id = cs.app_id AND ap.release_set_id = cs.id) "
-            f"THEN 1 ELSE 0 END FROM {change_set} AS cs WHERE cs.id = p.change_set_id) "
-            f"FROM {point} AS p WHERE p.app_id = %s AND p.turn_id = %s "
-            "AND p.run_id = '' AND p.kind = 'capture' AND p.created_on >= %s "
+            f"SELECT p.change_set_id, (SELECT {set_pinned} FROM {change_set} AS cs "
+            f"WHERE cs.id = p.change_set_id) FROM {point} AS p WHERE p.app_id = %s "
+            "AND p.turn_id = %s AND p.run_id = '' AND p.kind = 'capture' AND p.created_on >= %s "
             "ORDER BY p.created_on DESC LIMIT 1"
         ),
         "insert_point": (
@@ -165,6 +166,12 @@ def _q(name: str) -> str:
     return _sql(connection.vendor)[name]
 
 
+def _recorded(db: Any) -> bool:
+    """Whether someone records this connection's queries (debug cursor, assertNumQueries,
+    execute wrappers): then statements go through Django's cursor, one by one."""
+    return bool(db.queries_logged or db.execute_wrappers)
+
+
 def _execute(sql: str, params: Sequence[Any], fetch: str = "", *, binary: bool = False) -> Any:
     """Run ``sql`` (Django's ``%s`` style); ``fetch`` "one" or "all" returns rows, else the
     row count. ``binary``: rows in the driver's binary format where it has one (bytea read
@@ -176,7 +183,7 @@ def _execute(sql: str, params: Sequence[Any], fetch: str = "", *, binary: bool =
     through Django's cursor, so every statement is seen where queries are counted.
     """
     db = connections[DEFAULT_DB_ALIAS]
-    if db.queries_logged or db.execute_wrappers:
+    if _recorded(db):
         with db.cursor() as cursor:
             cursor.execute(sql, params)
             return _fetched(cursor, fetch)
@@ -211,12 +218,7 @@ def batch() -> Iterator[None]:
     (psycopg's pipeline mode on PostgreSQL): one round trip for a capture's inserts instead of
     one each. An error comes out at the first row fetched or at the end of the block."""
     db = connections[DEFAULT_DB_ALIAS]
-    if (
-        db.vendor != "postgresql"
-        or db.queries_logged
-        or db.execute_wrappers
-        or not psycopg.Pipeline.is_supported()
-    ):
+    if db.vendor != "postgresql" or _recorded(db) or not psycopg.Pipeline.is_supported():
         yield
         return
     db.ensure_connection()
@@ -237,7 +239,8 @@ def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool 
     return _execute(_q(name), params, "one" if fetch else "", binary=binary)
 
 
-def _dt(value: datetime) -> Any:
+def moment(value: datetime) -> Any:
+    """``value`` as the database takes it; adapt once, pass to several statements."""
     return connection.ops.adapt_datetimefield_value(value)
 
 
@@ -293,11 +296,6 @@ def read_blob(sha: str) -> bytes:
     return zlib.decompress(data) if compressed else data
 
 
-def moment(value: datetime) -> Any:
-    """``value`` as the database takes it; adapt once, pass to several statements."""
-    return _dt(value)
-
-
 def insert_blob(raw: bytes, sha: str, chars: int, created_on: Any) -> None:
     """Store ``raw`` under ``sha`` unless that blob is stored already (``created_on``: a
     :func:`moment`)."""
@@ -314,7 +312,7 @@ def find_set_by_run(app_id: int, run_id: str) -> tuple[str, bool] | None:
 def find_set_by_turn(app_id: int, turn_id: str, since: datetime) -> tuple[str, bool] | None:
     """The set of the app's newest capture of turn ``turn_id`` since ``since`` (without a
     run) and whether it is pinned, or None."""
-    row = _run("set_by_turn", [app_id, turn_id, _dt(since)], fetch=True)
+    row = _run("set_by_turn", [app_id, turn_id, moment(since)], fetch=True)
     return (row[0], bool(row[1])) if row else None
 
 
@@ -398,8 +396,8 @@ def delete_points(point_ids: list[str]) -> None:
 
 def advance_pruned_until(newest: dict[int, datetime]) -> None:
     """Move each artifact's ``pruned_until`` forward to the given moment (never back)."""
-    for artifact_id, moment_ in newest.items():
-        at = _dt(moment_)
+    for artifact_id, when in newest.items():
+        at = moment(when)
         _execute(_q("pruned_until"), [at, at, artifact_id])
 
 
@@ -419,8 +417,9 @@ _APPEND_CHUNK = 50
 def append_pruned(additions: dict[str, list[dict]]) -> None:
     """Add to each change set's ``pruned`` list the points retention removed from it (a set
     that is gone with all its points is left alone)."""
+    postgresql = connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
     for set_id, entries in additions.items():
-        if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+        if postgresql:
             _execute(_q("append_pruned"), [json.dumps(entries), set_id])
         else:  # json_insert takes a bounded number of arguments: append in chunks
             for start in range(0, len(entries), _APPEND_CHUNK):

@@ -151,96 +151,6 @@ def apply_source(
         )
 
 
-# --- lines added and removed -------------------------------------------------------------------
-
-_STEP = 256
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """Length of the common prefix: galloping slice comparisons, so the bytes compared (and
-    copied) are about twice the prefix, not the whole text per step."""
-    n = min(len(a), len(b))
-    good, step = 0, _STEP
-    while good < n:
-        end = min(n, good + step)
-        if a[good:end] == b[good:end]:
-            good, step = end, step * 2
-            continue
-        bad = end  # a[:bad] != b[:bad]
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if a[good:mid] == b[good:mid]:
-                good = mid
-            else:
-                bad = mid
-        return good
-    return good
-
-
-def _common_suffix(a: bytes, b: bytes) -> int:
-    """Length of the common suffix (the mirror of :func:`_common_prefix`)."""
-    la, lb = len(a), len(b)
-    n = min(la, lb)
-    good, step = 0, _STEP
-    while good < n:
-        end = min(n, good + step)
-        if a[la - end : la - good] == b[lb - end : lb - good]:
-            good, step = end, step * 2
-            continue
-        bad = end
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if a[la - mid : la - good] == b[lb - mid : lb - good]:
-                good = mid
-            else:
-                bad = mid
-        return good
-    return good
-
-
-def line_changes(old: bytes, new: bytes) -> tuple[int, int]:
-    """``(added, removed)`` lines for the UTF-8 sources ``old`` → ``new``.
-
-    The same counts as :func:`versions.diffing.count_line_changes` of the texts: the whole
-    lines both share at the start and the end are set aside on the bytes first (a newline
-    byte is never part of another character in UTF-8), so only the edited region is decoded
-    and diffed. An agent's edit of a big file costs about its size, not the file's.
-    """
-    if old == new:
-        return 0, 0
-    head = old.rfind(b"\n", 0, _common_prefix(old, new)) + 1
-    old, new = old[head:], new[head:]
-    keep = _shared_tail_lines(old, new)
-    if keep:
-        old, new = old[: len(old) - keep], new[: len(new) - keep]
-    if old and new and _one_line(old) and _one_line(new):
-        return 1, 1  # two different lines (the shared ones are set aside)
-    return count_line_changes(old.decode("utf-8"), new.decode("utf-8"))
-
-
-def _one_line(text: bytes) -> bool:
-    newline = text.find(b"\n")
-    return newline == -1 or newline == len(text) - 1
-
-
-def _shared_tail_lines(old: bytes, new: bytes) -> int:
-    """Length of a run of whole lines that ``old`` and ``new`` (which differ in their first
-    line) both end with; not always the longest (any such run gives the same counts).
-
-    The common case, one edited line, is one comparison: does ``new`` end with all of
-    ``old`` after its first line, starting at a line boundary of ``new``?
-    """
-    first_end = old.find(b"\n")
-    if first_end != -1:
-        rest = len(old) - (first_end + 1)
-        start = len(new) - rest
-        if rest and start > 0 and new[start - 1] == 10 and new.endswith(old[first_end + 1 :]):
-            return rest
-    tail = _common_suffix(old, new)
-    cut = old.find(b"\n", len(old) - tail) if tail else -1
-    return len(old) - (cut + 1) if cut != -1 else 0
-
-
 @dataclass(frozen=True)
 class _Captured:
     point_id: str
@@ -304,7 +214,7 @@ def _capture(
     previous_existed = not row.deleted
     previous_size = row.size if previous_existed else 0
     stored = previous_size <= conf.max_stored_bytes()
-    added, removed = line_changes(old_raw, new_raw)
+    added, removed = count_line_changes(old_raw, new_raw)
     set_id, pinned = _change_set_for(
         app.pk,
         point_id=point_id,
