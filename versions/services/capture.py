@@ -315,8 +315,6 @@ def _capture_and_write(
     collection: str,
     name: str,
     *,
-    ms: int,
-    at: Any,
     old_raw: bytes,
     raw: bytes,
     sha: str | None,
@@ -324,23 +322,29 @@ def _capture_and_write(
     who: _Who,
     keep: int,
 ) -> WriteReceipt:
-    """Steps 3-5 of the write path: the restore point, the write, retention, the receipt."""
-    captured = _capture(
-        app, row, ms=ms, at=at, old_raw=old_raw, new_raw=raw, new_sha=sha or "", who=who
-    )
-    _write(
-        app,
-        row,
-        collection,
-        name,
-        sha=sha,
-        source=source,
-        size=len(raw),
-        by=who.requested_by,
-        now=captured.created_on,
-        at=at,
-    )
-    _prune_if_needed(app, row, keep, not captured.pinned)
+    """Steps 3-5 of the write path: the new blob (``sha`` None: a delete), the restore point,
+    the write, retention, the receipt; in one round trip where the database allows."""
+    ms = next_point_ms(row)
+    at = _sql.moment(ids.ms_to_datetime(ms))
+    with _batch(collection):
+        if sha is not None and source is not None:
+            _sql.insert_blob(raw, sha, len(source), at)
+        captured = _capture(
+            app, row, ms=ms, at=at, old_raw=old_raw, new_raw=raw, new_sha=sha or "", who=who
+        )
+        _write(
+            app,
+            row,
+            collection,
+            name,
+            sha=sha,
+            source=source,
+            size=len(raw),
+            by=who.requested_by,
+            now=captured.created_on,
+            at=at,
+        )
+        _prune_if_needed(app, row, keep, not captured.pinned)
     return WriteReceipt(
         app.slug,
         collection,
@@ -407,24 +411,18 @@ def write_artifact(
                 return WriteReceipt(
                     app_obj.slug, collection, name, sha, sha, None, None, 0, 0, unchanged=True
                 )
-            ms = next_point_ms(row)
-            at = _sql.moment(ids.ms_to_datetime(ms))
-            with _batch(collection):
-                _sql.insert_blob(raw, sha, len(source), at)
-                return _capture_and_write(
-                    app_obj,
-                    row,
-                    collection,
-                    name,
-                    ms=ms,
-                    at=at,
-                    old_raw=old_raw,
-                    raw=raw,
-                    sha=sha,
-                    source=source,
-                    who=who,
-                    keep=keep,
-                )
+            return _capture_and_write(
+                app_obj,
+                row,
+                collection,
+                name,
+                old_raw=old_raw,
+                raw=raw,
+                sha=sha,
+                source=source,
+                who=who,
+                keep=keep,
+            )
 
     return _retrying(attempt)
 
@@ -457,21 +455,17 @@ def delete_artifact(
                     ARTIFACT_NOT_FOUND.format(collection=collection, name=name, app=app_obj.slug)
                 )
             check_expected(row, name, expected_sha256)
-            ms = next_point_ms(row)
-            with _batch(collection):
-                return _capture_and_write(
-                    app_obj,
-                    row,
-                    collection,
-                    name,
-                    ms=ms,
-                    at=_sql.moment(ids.ms_to_datetime(ms)),
-                    old_raw=_old_bytes(row),
-                    raw=b"",
-                    sha=None,
-                    source=None,
-                    who=who,
-                    keep=keep,
-                )
+            return _capture_and_write(
+                app_obj,
+                row,
+                collection,
+                name,
+                old_raw=_old_bytes(row),
+                raw=b"",
+                sha=None,
+                source=None,
+                who=who,
+                keep=keep,
+            )
 
     return _retrying(attempt)
