@@ -20,6 +20,7 @@ from django.db import connections
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.http import Http404
 
+from versions import rawsql
 from versions.models import (
     COLLECTION_CHOICES,
     App,
@@ -199,23 +200,10 @@ def _raw(data: bytes | memoryview, compressed: bool) -> bytes:
 
 
 def _fetch_binary(qs: QuerySet[Any]) -> list[tuple[Any, ...]]:
-    """Rows of a values_list queryset, fetched by psycopg in binary format.
-
-    Django's own psycopg cursors bind client-side, which only returns text (bytea as hex); a
-    plain psycopg cursor in binary mode, wrapped like Django's (so query logging and
-    execute wrappers still see it), returns the bytes as they are stored.
-    """
-    import psycopg
-
-    connection = connections[qs.db]
+    """Rows of a values_list queryset, fetched by psycopg in binary format (Django's own
+    psycopg cursors bind client-side, which only returns text: bytea as hex)."""
     sql, params = qs.query.sql_with_params()
-    with connection.wrap_database_errors:
-        connection.ensure_connection()
-        raw = psycopg.Cursor(connection.connection)
-        raw.format = psycopg.pq.Format.BINARY
-    with connection._prepare_cursor(raw) as cursor:  # type: ignore[attr-defined]
-        cursor.execute(sql, params)
-        return list(cursor.fetchall())
+    return list(rawsql.execute(sql, params, "all", binary=True, using=qs.db))
 
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None

@@ -2,27 +2,27 @@
 
 A capture is a handful of single-row statements; building each through the ORM costs more
 than running it, and capture must cost about a plain save. These helpers run the same
-statements the ORM would, with the SQL built once, on the driver's own cursor when nobody
-records queries (see :func:`_execute`), and on PostgreSQL pipelined (:func:`batch`) and
-prepared. Private to ``versions.services``.
+statements the ORM would, with the SQL built once, on the driver's own cursor
+(:mod:`versions.rawsql`), on PostgreSQL pipelined (:func:`batch`) and prepared. Private to
+``versions.services``.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils.dateparse import parse_datetime
 
 from versions.models import App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
+from versions.rawsql import batch as batch
+from versions.rawsql import execute as _execute
 
 
 @dataclass
@@ -164,74 +164,6 @@ def _sql(vendor: str) -> dict[str, str]:
 
 def _q(name: str) -> str:
     return _sql(connection.vendor)[name]
-
-
-def _recorded(db: Any) -> bool:
-    """Whether someone records this connection's queries (debug cursor, assertNumQueries,
-    execute wrappers): then statements go through Django's cursor, one by one."""
-    return bool(db.queries_logged or db.execute_wrappers)
-
-
-def _execute(sql: str, params: Sequence[Any], fetch: str = "", *, binary: bool = False) -> Any:
-    """Run ``sql`` (Django's ``%s`` style); ``fetch`` "one" or "all" returns rows, else the
-    row count. ``binary``: rows in the driver's binary format where it has one (bytea read
-    as bytes, not as hex text to decode).
-
-    When nobody records queries (the debug cursor, assertNumQueries, execute wrappers), the
-    statement goes straight to the driver's cursor, with Django's error translation, because
-    the cursor wrapper's own bookkeeping costs as much as one of these statements. Otherwise
-    through Django's cursor, so every statement is seen where queries are counted.
-    """
-    db = connections[DEFAULT_DB_ALIAS]
-    if _recorded(db):
-        with db.cursor() as cursor:
-            cursor.execute(sql, params)
-            return _fetched(cursor, fetch)
-    db.ensure_connection()
-    db.validate_no_broken_transaction()  # as Django's cursor does before every statement
-    if db.vendor == "sqlite":
-        sql = sql.replace("%s", "?")  # the statements here hold no literal %
-        with db.wrap_database_errors:
-            cursor = db.connection.cursor()
-            try:
-                cursor.execute(sql, params)
-                return _fetched(cursor, fetch)
-            finally:
-                cursor.close()
-    with db.wrap_database_errors:
-        # Server-side binding: values travel apart from the statement, bytes as bytes
-        # (Django's client-side binding would inline a source as an escaped literal).
-        # Not closed: in pipeline mode its result may still be on the way.
-        # Prepared after a second run on a connection (the prepare_threshold option that
-        # VERSIONS_PREPARE_STATEMENTS sets): parsed and planned once, which pays off where
-        # connections persist (DATABASE_CONN_MAX_AGE).
-        pg_cursor: psycopg.Cursor[Any] = psycopg.Cursor(db.connection)
-        if binary:
-            pg_cursor.format = psycopg.pq.Format.BINARY
-        pg_cursor.execute(sql, params)
-        return _fetched(pg_cursor, fetch)
-
-
-@contextmanager
-def batch() -> Iterator[None]:
-    """Send the statements run inside without waiting for each reply, where the driver can
-    (psycopg's pipeline mode on PostgreSQL): one round trip for a capture's inserts instead of
-    one each. An error comes out at the first row fetched or at the end of the block."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor != "postgresql" or _recorded(db) or not psycopg.Pipeline.is_supported():
-        yield
-        return
-    db.ensure_connection()
-    with db.wrap_database_errors, db.connection.pipeline():
-        yield
-
-
-def _fetched(cursor: Any, fetch: str) -> Any:
-    if fetch == "one":
-        return cursor.fetchone()
-    if fetch == "all":
-        return cursor.fetchall()
-    return cursor.rowcount
 
 
 def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool = False) -> Any:
