@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -56,25 +57,129 @@ def execute(
                 cursor.close()
     with db.wrap_database_errors:
         # Not closed: in pipeline mode its result may still be on the way.
-        pg_cursor: psycopg.Cursor[Any] = psycopg.Cursor(db.connection)
-        if binary:
-            pg_cursor.format = psycopg.pq.Format.BINARY
+        pg_cursor = _pg_cursor(db, binary)
         pg_cursor.execute(sql, params)
         return _fetched(pg_cursor, fetch)
 
 
+def execute_later(sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_ALIAS) -> Any:
+    """Run ``sql`` and return a function that gives its first row. Inside a :func:`batch` on
+    PostgreSQL the row is read only when the function is called, after the batch ended: the
+    statement costs no round trip of its own."""
+    db = connections[using]
+    if db.vendor != "postgresql" or recorded(db) or db.connection is None:
+        row = execute(sql, params, "one", using=using)
+        return lambda: row
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        cursor = _pg_cursor(db, False)
+        cursor.execute(sql, params)
+
+    def first_row() -> Any:
+        with db.wrap_database_errors:
+            return cursor.fetchone()
+
+    return first_row
+
+
+def _pg_cursor(db: Any, binary: bool) -> psycopg.Cursor[Any]:
+    cursor: psycopg.Cursor[Any] = psycopg.Cursor(db.connection)
+    if binary:
+        cursor.format = psycopg.pq.Format.BINARY
+    return cursor
+
+
+def _fusable(db: Any) -> bool:
+    """Whether BEGIN and COMMIT can travel with a transaction's statements: PostgreSQL with
+    pipeline mode, nobody recording queries, inside exactly one atomic block (no savepoint,
+    nothing marked for rollback), so that block's transaction is the connection's own."""
+    return (
+        db.vendor == "postgresql"
+        and len(db.atomic_blocks) == 1
+        and not db.savepoint_ids
+        and not db.needs_rollback
+        and not recorded(db)
+        and psycopg.Pipeline.is_supported()
+    )
+
+
+def execute_first(
+    sql: str,
+    params: Sequence[Any],
+    fetch: str = "",
+    *,
+    binary: bool = False,
+    prelude: Sequence[tuple[str, Sequence[Any]]] = (),
+    using: str = DEFAULT_DB_ALIAS,
+) -> Any:
+    """:func:`execute` for the first statement of an atomic block: on PostgreSQL the block's
+    BEGIN travels with it, one round trip instead of two (psycopg would send BEGIN on its own
+    and wait for it). Anywhere else, or once the transaction has begun, plain :func:`execute`.
+
+    ``prelude``: statements (sql, params) to run first, whose rows nobody reads (a lock to
+    wait for), in the same round trip.
+    """
+    db = connections[using]
+    fusable = _fusable(db)
+    if fusable:
+        db.ensure_connection()
+        conn = db.connection
+        fusable = conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE and hasattr(
+            conn, "_autocommit"
+        )
+    if not fusable:
+        for before, before_params in prelude:
+            execute(before, before_params, using=using)
+        return execute(sql, params, fetch, binary=binary, using=using)
+    begin = getattr(conn, "_get_tx_start_command", lambda: b"BEGIN")()
+    with db.wrap_database_errors:
+        cursor = _pg_cursor(db, binary)
+        # While the pipeline is built psycopg must not start the transaction itself (it
+        # would send BEGIN and wait for it): the BEGIN is the pipeline's first statement.
+        conn._autocommit = True
+        try:
+            with conn.pipeline():
+                psycopg.Cursor(conn).execute(begin)
+                for before, before_params in prelude:
+                    psycopg.Cursor(conn).execute(before, before_params)
+                cursor.execute(sql, params)
+        finally:
+            conn._autocommit = False
+        # The results arrived when the pipeline ended.
+        return _fetched(cursor, fetch)
+
+
+@dataclass
+class Batch:
+    """What a :func:`batch` did: ``committed``, whether COMMIT travelled with it."""
+
+    committed: bool = False
+
+
 @contextmanager
-def batch(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+def batch(using: str = DEFAULT_DB_ALIAS, *, commit: bool = False) -> Iterator[Batch]:
     """Send the statements run inside without waiting for each reply, where the driver can
     (psycopg's pipeline mode on PostgreSQL): one round trip for several writes instead of one
-    each. An error comes out at the first row fetched or at the end of the block."""
+    each. An error comes out at the first row fetched or at the end of the block.
+
+    ``commit``: the block ends its transaction. Where the enclosing atomic block is the
+    outermost one (see :func:`_fusable`), COMMIT travels with the block's statements when it
+    ends without an error, and the atomic block finds nothing left to commit (its on-commit
+    callbacks still run as it exits); the yielded :class:`Batch` then says ``committed``.
+    The caller runs nothing that can fail after such a block.
+    """
+    done = Batch()
     db = connections[using]
     if db.vendor != "postgresql" or recorded(db) or not psycopg.Pipeline.is_supported():
-        yield
+        yield done
         return
+    fuse_commit = commit and _fusable(db)
     db.ensure_connection()
     with db.wrap_database_errors, db.connection.pipeline():
-        yield
+        yield done
+        if fuse_commit:
+            psycopg.Cursor(db.connection).execute(b"COMMIT")
+    done.committed = fuse_commit
 
 
 def _fetched(cursor: Any, fetch: str) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -23,6 +23,8 @@ from django.utils.dateparse import parse_datetime
 from versions.models import App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
 from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
+from versions.rawsql import execute_first as _execute_first
+from versions.rawsql import execute_later as _execute_later
 
 
 @dataclass
@@ -91,6 +93,14 @@ def _sql(vendor: str) -> dict[str, str]:
             f"AND release_set_id NOT IN (SELECT id FROM {change_set})"
         ),
         "delete_points": f"DELETE FROM {point} WHERE id IN ({{ids}})",
+        # Retention locks the artifacts whose pruned_until it moves, in one order, before it
+        # deletes anything (PostgreSQL).
+        "lock_artifacts": (
+            f"SELECT id FROM {artifact} WHERE id IN ({{ids}}) ORDER BY id FOR UPDATE"
+        ),
+        # One pruner per app at a time (PostgreSQL, a transaction-level advisory lock: writers
+        # never take it, so it never waits on one).
+        "pruner_lock": "SELECT pg_advisory_xact_lock(%s, %s)",
         "pruned_until": (
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
             "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE id = %s"
@@ -124,6 +134,11 @@ def _sql(vendor: str) -> dict[str, str]:
             + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
             "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
             + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
+        ),
+        # The app's unpinned points, counted up to a cap.
+        "unpinned": (
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
+            "AND pinned = %s LIMIT %s) AS capped"
         ),
         "blob": f"SELECT data, compressed FROM {blob} WHERE sha256 = %s",
         "insert_blob": (
@@ -194,13 +209,14 @@ def _read_dt(value: object) -> datetime | None:
 
 def lock_and_read(app_id: int, collection: str, name: str, keep: int) -> ArtifactRow | None:
     """The artifact row, locked for update (PostgreSQL; SQLite holds the write lock), with its
-    current source and (SQLite) the retention count, or None.
+    current source and (SQLite) the retention count, or None. When it is the transaction's first
+    statement, the transaction's BEGIN travels with it (:func:`versions.rawsql.execute_first`).
 
     ``unpinned`` is the number of unpinned points of the app, counted up to ``keep``.
     """
     vendor = connections[DEFAULT_DB_ALIAS].vendor
     params: list[Any] = [app_id, False, keep] if vendor != "postgresql" else []
-    row = _run("lock_read", [*params, app_id, collection, name], fetch=True, binary=True)
+    row = _execute_first(_q("lock_read"), [*params, app_id, collection, name], "one", binary=True)
     if row is None:
         return None
     blob_id = row[1]
@@ -219,6 +235,13 @@ def lock_and_read(app_id: int, collection: str, name: str, keep: int) -> Artifac
         _read_dt(row[9]),
         row[10] if len(row) > 10 else None,
     )
+
+
+def count_unpinned_later(app_id: int, cap: int) -> Callable[[], int]:
+    """Count the app's unpinned points (up to ``cap``); in a batch the count costs no round
+    trip of its own: call the returned function once the batch ended."""
+    first_row = _execute_later(_q("unpinned"), [app_id, False, cap])
+    return lambda: int(first_row()[0])
 
 
 def read_blob(sha: str) -> bytes:
@@ -312,14 +335,47 @@ def _in(name: str, values: list) -> str:
     return _q(name).format(ids=", ".join(["%s"] * len(values)))
 
 
-def excess_points(app_id: int, keep: int) -> list[tuple[str, str | None, str, int, datetime]]:
+def excess_points(
+    app_id: int, keep: int, *, first: bool = False
+) -> list[tuple[str, str | None, str, int, datetime]]:
     """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id):
-    (id, blob, set, artifact, time)."""
-    rows = _execute(_q("excess_rows"), [app_id, False, keep, app_id, False, app_id, False], "all")
+    (id, blob, set, artifact, time).
+
+    ``first``: the transaction's first statement, by the app's only pruner: on PostgreSQL
+    it waits for any other pruner of the app first (a transaction-level advisory lock that
+    writers never take), and BEGIN and that lock travel with it.
+    """
+    params = [app_id, False, keep, app_id, False, app_id, False]
+    if first:
+        rows = _execute_first(_q("excess_rows"), params, "all", prelude=_pruner_lock(app_id))
+    else:
+        rows = _execute(_q("excess_rows"), params, "all")
     if not rows:
         return []
     kept_here = keep - rows[0][5]  # the newest rows at or before the cut are still kept
     return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
+
+
+# The advisory lock space of retention (any constant; the app's id is the second key).
+_PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
+
+
+# The advisory lock space of retention (any constant; the app's id is the second key).
+_PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
+
+
+def _pruner_lock(app_id: int) -> list[tuple[str, list[int]]]:
+    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
+        return []  # writers, and so pruners, are serialized
+    return [(_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id])]
+
+
+def lock_artifacts(artifact_ids: list[int]) -> None:
+    """Lock the given artifact rows in id order (PostgreSQL; SQLite holds the write lock).
+    Nothing is read back: in a :func:`batch` the statements after it wait for the locks."""
+    if artifact_ids and connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+        ordered = sorted(artifact_ids)
+        _execute(_in("lock_artifacts", ordered), ordered)
 
 
 def delete_points(point_ids: list[str]) -> None:

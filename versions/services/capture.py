@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,6 +14,7 @@ from versions import conf, ids
 from versions.diffing import count_line_changes
 from versions.errors import NotFound, StaleWrite
 from versions.models import API_ROUTE, App, Artifact
+from versions.rawsql import Batch
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
 from versions.services.validation import (
@@ -279,15 +281,21 @@ def _write(
     apply_source(target, sha=sha, source=source, size=size, by=by, now=now, at=at)
 
 
-def _prune_if_needed(app: App, row: _sql.ArtifactRow, keep: int, added_unpinned: bool) -> None:
-    """Prune when the app now has more than ``keep`` unpinned points.
+def _retention_check(
+    app: App, row: _sql.ArtifactRow, keep: int, added_unpinned: bool
+) -> Callable[[], int] | None:
+    """Retention after this capture: the app keeps its newest ``keep`` unpinned points.
 
-    The count read with the lock (SQLite, where the write lock was held) spares a query.
-    Otherwise (PostgreSQL) retention's own query of the points beyond the newest ``keep`` is
-    the check: it finds none below the limit, and at the limit no separate count waits first.
+    On SQLite the count read with the lock is exact (the write lock was held): prune now if
+    this capture goes over. On PostgreSQL a count travels with the write's statements (its
+    own snapshot, this write included, writers that committed meanwhile too); the returned
+    function gives it once they ended.
     """
-    if row.unpinned is None or row.unpinned + (1 if added_unpinned else 0) > keep:
-        retention.prune(app)
+    if row.unpinned is not None:
+        if row.unpinned + (1 if added_unpinned else 0) > keep:
+            retention.prune(app)
+        return None
+    return _sql.count_unpinned_later(app.pk, keep + 1)
 
 
 @dataclass(frozen=True)
@@ -326,7 +334,8 @@ def _capture_and_write(
     the write, retention, the receipt; in one round trip where the database allows."""
     ms = next_point_ms(row)
     at = _sql.moment(ids.ms_to_datetime(ms))
-    with _batch(collection):
+    # The write's last statements: at the top level on PostgreSQL, COMMIT travels with them.
+    with _batch(collection) as sent:
         if sha is not None and source is not None:
             _sql.insert_blob(raw, sha, len(source), at)
         captured = _capture(
@@ -344,7 +353,12 @@ def _capture_and_write(
             now=captured.created_on,
             at=at,
         )
-        _prune_if_needed(app, row, keep, not captured.pinned)
+        recount = _retention_check(app, row, keep, not captured.pinned)
+    if recount is not None and recount() > keep:
+        if sent.committed:
+            retention.prune_after_commit(app)
+        else:
+            retention.prune(app)
     return WriteReceipt(
         app.slug,
         collection,
@@ -359,10 +373,11 @@ def _capture_and_write(
     )
 
 
-def _batch(collection: str) -> AbstractContextManager[None]:
-    """A capture's statements in one round trip where the database allows; a route's write
-    goes through the route-save path (the ORM), which runs statement by statement."""
-    return nullcontext() if collection == API_ROUTE else _sql.batch()
+def _batch(collection: str) -> AbstractContextManager[Batch]:
+    """A capture's statements, ending its transaction, in one round trip where the database
+    allows; a route's write goes through the route-save path (the ORM), which runs statement
+    by statement."""
+    return nullcontext(Batch()) if collection == API_ROUTE else _sql.batch(commit=True)
 
 
 def _retrying(func: Any) -> Any:

@@ -57,9 +57,35 @@ def sweep_after_commit(candidates: set[str]) -> None:
     transaction.on_commit(sweep)
 
 
-def prune(app: App) -> int:
-    """Delete the app's unpinned points beyond the newest N; returns how many went."""
-    excess = _sql.excess_points(app.pk, conf.points_per_app())
+def prune_after_commit(app: App) -> None:
+    """Prune the app once the writer's transaction committed, in a transaction of its own.
+
+    A top-level writer on PostgreSQL holds only its artifact's lock, and retention moves other
+    artifacts' ``pruned_until``: pruning inside the write could wait for another writer that
+    waits for it. Alone, the pruner first becomes the app's only one, then locks what it
+    touches in one order, so it only ever waits. If it still fails (a writer joined a set it
+    emptied), it gives up: the next write over the limit prunes again.
+    """
+
+    def prune_alone() -> None:
+        try:
+            with transaction.atomic():
+                prune(app, alone=True)
+        except DatabaseError:
+            logger.warning("retention of app %s left for the next write", app.slug, exc_info=True)
+
+    transaction.on_commit(prune_alone)
+
+
+def prune(app: App, *, alone: bool = False) -> int:
+    """Delete the app's unpinned points beyond the newest N; returns how many went.
+
+    ``alone``: the caller's transaction does nothing else (:func:`prune_after_commit`): it
+    waits to be the app's only pruner, its last statements carry the COMMIT, and the blobs it
+    leaves unreferenced go with them (a writer re-referencing one meanwhile fails on its
+    foreign key at commit, and retries).
+    """
+    excess = _sql.excess_points(app.pk, conf.points_per_app(), first=alone)
     if not excess:
         return 0
     by_set: dict[str, list[dict]] = {}
@@ -68,16 +94,22 @@ def prune(app: App) -> int:
         by_set.setdefault(set_id, []).append({"pointId": point_id, "artifactId": artifact_id})
         if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:
             newest_pruned[artifact_id] = created_on
-    _sql.delete_points([row[0] for row in excess])
-    # pruned_until only ever moves forward (a point pinned for a while and pruned later is
-    # older than what was pruned before it).
-    _sql.advance_pruned_until(newest_pruned)
-    # A change set left with no points is gone with them (named or release sets are pinned,
-    # so never emptied); one that lost some keeps the list, so Restore all can say which
-    # artifact's state before the turn was pruned.
-    _sql.delete_emptied_change_sets(sorted(by_set))
-    _sql.append_pruned(by_set)
-    sweep_blobs({row[1] for row in excess if row[1]})
+    blobs = {row[1] for row in excess if row[1]}
+    with _sql.batch(commit=alone):  # none of these needs the one before's rows
+        _sql.lock_artifacts(list(newest_pruned))
+        _sql.delete_points([row[0] for row in excess])
+        # pruned_until only ever moves forward (a point pinned for a while and pruned later
+        # is older than what was pruned before it).
+        _sql.advance_pruned_until(newest_pruned)
+        # A change set left with no points is gone with them (named or release sets are
+        # pinned, so never emptied); one that lost some keeps the list, so Restore all can
+        # say which artifact's state before the turn was pruned.
+        _sql.delete_emptied_change_sets(sorted(by_set))
+        _sql.append_pruned(by_set)
+        if alone:
+            _sql.sweep_blobs(sorted(blobs))
+        else:
+            sweep_blobs(blobs)
     return len(excess)
 
 

@@ -1,0 +1,231 @@
+"""A write at the top level on PostgreSQL: BEGIN travels with the lock, COMMIT with the writes.
+
+These run outside the test's own transaction (``transaction=True``), so a write here is the
+connection's outermost transaction, as it is in a request: the path that counts round trips.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import zlib
+
+import psycopg
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from versions import services
+from versions.models import App, Artifact, Blob, RestorePoint
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+PAGE = "pltf_page"
+
+
+def write(app, name, source, **kw):
+    kw.setdefault("requested_by", "agent")
+    kw.setdefault("tool", "test")
+    return services.write_artifact(app, PAGE, name, source, **kw)
+
+
+@pytest.fixture
+def top_app() -> App:
+    return App.objects.create(slug="top", name="Top level")
+
+
+def round_trips(func) -> int:
+    """How many times ``func`` made the client wait for the server: each Sync (an extended
+    query or a pipeline's end) and each simple Query, read off libpq's protocol trace."""
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            func()
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        sent = [line.split() for line in trace.read().splitlines()]
+    return sum(1 for parts in sent if parts[:1] == ["F"] and parts[2:3] in (["Sync"], ["Query"]))
+
+
+def committed_source(name: str) -> str:
+    """The artifact's source as another connection sees it (committed data only)."""
+    params = connection.get_connection_params()
+    with psycopg.connect(**params) as other:
+        row = other.execute(
+            "SELECT b.data, b.compressed FROM versions_artifact a "
+            "JOIN versions_blob b ON b.sha256 = a.blob_id WHERE a.name = %s",
+            [name],
+        ).fetchone()
+    assert row is not None
+    data = bytes(row[0])
+    return (zlib.decompress(data) if row[1] else data).decode()
+
+
+def assert_connection_clean() -> None:
+    conn = connection.connection
+    assert not connection.in_atomic_block
+    assert conn.autocommit
+    assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_write_takes_two_round_trips_and_commits(top_app):
+    write(top_app, "index", "v1\n")
+    write(top_app, "index", "v2\n")  # statements prepared from here on
+
+    trips = round_trips(lambda: write(top_app, "index", "v3\n"))
+
+    assert trips == 2  # BEGIN + lock + read; writes + COMMIT
+    assert committed_source("index") == "v3\n"
+    assert_connection_clean()
+    assert write(top_app, "index", "v4\n").restore_point_id  # the next write is unaffected
+    assert committed_source("index") == "v4\n"
+
+
+def test_a_write_inside_an_outer_transaction_commits_with_it_or_not_at_all(top_app):
+    write(top_app, "index", "v1\n")
+
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo), transaction.atomic():
+        write(top_app, "index", "v2\n")
+        write(top_app, "other", "new\n")
+        raise Undo
+
+    assert committed_source("index") == "v1\n"
+    assert not Artifact.objects.filter(name="other").exists()
+    assert RestorePoint.objects.filter(app=top_app).count() == 1
+    with transaction.atomic():
+        write(top_app, "index", "v3\n")
+        assert committed_source("index") == "v1\n"  # not yet: the outer block commits
+    assert committed_source("index") == "v3\n"
+
+
+@pytest.fixture
+def refusing_points():
+    """The database refuses the next restore points: at insert, or (deferred) at COMMIT."""
+    created: list[str] = []
+
+    def install(when: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "CREATE OR REPLACE FUNCTION versions_test_refuse() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$"
+            )
+            if when == "insert":
+                cursor.execute(
+                    "CREATE TRIGGER versions_test_refuse BEFORE INSERT ON versions_restorepoint "
+                    "FOR EACH ROW EXECUTE FUNCTION versions_test_refuse()"
+                )
+            else:
+                cursor.execute(
+                    "CREATE CONSTRAINT TRIGGER versions_test_refuse AFTER INSERT ON "
+                    "versions_restorepoint DEFERRABLE INITIALLY DEFERRED "
+                    "FOR EACH ROW EXECUTE FUNCTION versions_test_refuse()"
+                )
+        created.append(when)
+
+    def remove() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER IF EXISTS versions_test_refuse ON versions_restorepoint")
+
+    yield install, remove
+    remove()
+
+
+@pytest.mark.parametrize("when", ["insert", "commit"])
+def test_a_point_the_database_refuses_leaves_nothing_written(top_app, refusing_points, when):
+    install, remove = refusing_points
+    write(top_app, "index", "v1\n")
+    write(top_app, "index", "v2\n")
+    install(when)
+
+    with pytest.raises(DatabaseError, match="disk full"):
+        write(top_app, "index", "v3 never lands\n")
+
+    assert_connection_clean()
+    assert committed_source("index") == "v2\n"
+    assert RestorePoint.objects.filter(app=top_app).count() == 2
+    assert not Blob.objects.filter(size=len(b"v3 never lands\n")).exists()
+    remove()
+    assert write(top_app, "index", "v4\n").restore_point_id
+    assert committed_source("index") == "v4\n"
+
+
+def test_writers_that_waited_for_the_lock_still_leave_the_app_at_its_limit(top_app, settings):
+    """Each writer counts the app's points in its last round trip, after its lock was granted
+    (so the writers it waited for are counted), and prunes once it committed."""
+    settings.VERSIONS_POINTS_PER_APP = 4
+    write(top_app, "index", "v0\n")
+    write(top_app, "index", "v1\n")
+    n = 8
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait()
+            write("top", "index", f"writer {i}\n")
+        except BaseException as exc:  # noqa: BLE001 - asserted on below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert errors == []
+    assert RestorePoint.objects.filter(app=top_app, pinned=False).count() == 4
+    newest = list(
+        RestorePoint.objects.filter(app=top_app)
+        .order_by("-created_on")
+        .values_list("new_sha256", flat=True)
+    )
+    assert Artifact.objects.get(app=top_app).sha256 == newest[0]
+
+
+def test_writers_of_different_artifacts_at_the_limit_never_fail_each_other(top_app, settings):
+    """Retention moves other artifacts' pruned_until: pruning inside the writes could make two
+    writers wait for each other. Writers prune after they committed, one pruner at a time."""
+    settings.VERSIONS_POINTS_PER_APP = 3
+    for i in range(6):
+        write(top_app, f"page-{i}", "v0\n")
+    n = 6
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(3):
+                write("top", f"page-{i}", f"round {round_}\n")
+        except BaseException as exc:  # noqa: BLE001 - asserted on below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert errors == []
+    assert Artifact.objects.filter(app=top_app, sha256__isnull=False).count() == n
+    # Writers racing in one app may each count before the others commit; the next write
+    # counts them all.
+    last = write(top_app, "page-0", "after\n")
+    kept = set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True))
+    assert len(kept) == 3 and last.restore_point_id in kept
+
+
+def test_the_trace_counts_round_trips():
+    # The helper itself: a plain query outside a transaction is one round trip.
+    with connection.cursor() as cursor:
+        assert round_trips(lambda: cursor.execute("SELECT 1")) == 1
