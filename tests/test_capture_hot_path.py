@@ -85,10 +85,24 @@ def test_a_point_that_joins_the_release_set_by_turn_is_pinned(app, settings):
     assert ChangeSet.objects.get(id=first.change_set_id).points.count() == 2
 
 
-def queries_of_one_write(app, name, source, django_assert_max_num_queries) -> int:
+def queries_of_one_write(app, name, source, django_assert_max_num_queries, **kw) -> int:
     with django_assert_max_num_queries(40) as captured:
-        write(app, name, source)
+        write(app, name, source, **kw)
     return len(captured.captured_queries)
+
+
+@pytest.mark.parametrize("grouping", [{"turn_id": "turn-1"}, {"run_id": "run-1"}])
+def test_a_write_joining_its_turn_or_run_runs_one_statement_fewer_than_a_lone_write(
+    app, grouping, django_assert_max_num_queries
+):
+    # The set to join is found with the lock; only a new set is one more statement.
+    write(app, "index", "v0\n", **grouping)
+    write(app, "lone", "v0\n")
+    lone = queries_of_one_write(app, "lone", "v1\n", django_assert_max_num_queries)
+    joining = queries_of_one_write(app, "index", "v1\n", django_assert_max_num_queries, **grouping)
+    assert joining == lone - 1
+    points = RestorePoint.objects.filter(app=app, artifact__name="index")
+    assert points.values("change_set_id").distinct().count() == 1
 
 
 @pytest.mark.parametrize("keep", [5, 60])

@@ -84,6 +84,50 @@ def test_a_write_takes_two_round_trips_and_commits(top_app):
     assert committed_source("index") == "v4\n"
 
 
+@pytest.mark.parametrize("grouping", [{"turn_id": "turn-1"}, {"run_id": "run-1"}])
+def test_a_write_joining_its_turn_or_run_also_takes_two_round_trips(top_app, grouping):
+    first = write(top_app, "index", "v1\n", **grouping)
+    write(top_app, "other", "v1\n", **grouping)
+
+    joined = []
+    trips = round_trips(lambda: joined.append(write(top_app, "index", "v2\n", **grouping)))
+
+    assert trips == 2  # the set it joins was found with the lock
+    assert joined[0].change_set_id == first.change_set_id
+
+
+def test_writers_of_one_turn_that_waited_for_each_other_share_one_set(top_app):
+    """A writer that waited for the lock sees the row as the writer before it left it, but the
+    lock statement's lookups see the app as it was: the set is looked up again."""
+    n, turns = 6, 10
+    barrier = threading.Barrier(n)
+    results: list = []
+
+    def worker(i: int) -> None:
+        try:
+            connection.ensure_connection()  # connected before the start: they all contend
+            for turn in range(turns):
+                barrier.wait()  # every writer starts the turn at once
+                receipt = write("top", "index", f"writer {i} {turn}\n", turn_id=f"turn-{turn}")
+                results.append((turn, receipt))
+        except BaseException as exc:  # noqa: BLE001 - asserted on below
+            results.append((None, exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert not [r for _, r in results if isinstance(r, BaseException)], results
+    sets: dict[int, set[str]] = {}
+    for turn, receipt in results:
+        sets.setdefault(turn, set()).add(receipt.change_set_id)
+    assert {turn: len(ids) for turn, ids in sets.items()} == dict.fromkeys(range(turns), 1)
+
+
 def test_a_write_inside_an_outer_transaction_commits_with_it_or_not_at_all(top_app):
     write(top_app, "index", "v1\n")
 

@@ -7,6 +7,7 @@ Prints its figures last as one line of JSON with ``vs_plain_save`` (ours / plain
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -64,6 +65,21 @@ def main() -> None:
     plain_med = sorted(plain_ms)[len(plain_ms) // 2]
     ours_med = sorted(ours_ms)[len(ours_ms) // 2]
 
+    # An agent's turn: each write joins the change set of the turn's first one.
+    turn_app = App.objects.create(slug="bench-turn", name="Bench turn")
+    services.write_artifact(turn_app, "pltf_stylesheet", "App", base, requested_by="b", tool="b")
+
+    def turn_write(i: int) -> None:
+        services.write_artifact(
+            turn_app, "pltf_stylesheet", "App", variant(i), requested_by="b", tool="b", turn_id="t"
+        )
+
+    turn_plain, turn_ours = [], []
+    for round_ in range(2):
+        turn_plain.append(median_ms(lambda i, r=round_: plain(i + 30_000 + 1000 * r), N // 4))
+        turn_ours.append(median_ms(lambda i, r=round_: turn_write(i + 1000 * r), N // 4))
+    turn_ratio = statistics.median(o / p for o, p in zip(turn_ours, turn_plain, strict=True))
+
     # At the retention limit (the app keeps its newest 200 points), every capture also prunes
     # the oldest point, its emptied set and its blob: what a busy app pays in steady state.
     from django.conf import settings
@@ -84,6 +100,7 @@ def main() -> None:
 
     print(f"database: {vendor}; source: {len(base.encode())} bytes; {N} writes each")
     print(f"plain save: {plain_med:.3f} ms median; write_artifact: {ours_med:.3f} ms median")
+    print(f"a write joining its turn: {statistics.median(turn_ours):.3f} ms median")
     print(
         f"at the retention limit: plain save {limit_plain_med:.3f} ms; "
         f"write_artifact {limit_ours_med:.3f} ms (also prunes a point)"
@@ -97,6 +114,8 @@ def main() -> None:
                 "ms": round(ours_med, 3),
                 "plain_save_ms": round(plain_med, 3),
                 "vs_plain_save": round(ours_med / plain_med, 2),
+                "turn_ms": round(statistics.median(turn_ours), 3),
+                "turn_vs_plain_save": round(turn_ratio, 2),
                 "at_limit_ms": round(limit_ours_med, 3),
                 "at_limit_vs_plain_save": round(limit_ours_med / limit_plain_med, 2),
             }

@@ -43,6 +43,37 @@ class ArtifactRow:
     app_last: datetime | None = None
     # Unpinned points of the app before this write (None: not counted with the lock).
     unpinned: int | None = None
+    # The change set a capture would join, found with the lock (:class:`Grouping`).
+    grouping: Grouping | None = None
+
+    @property
+    def grouping_current(self) -> bool:
+        """Whether the lock statement's view of the app includes this artifact's last write.
+
+        On PostgreSQL a lock that waited for another writer returns the row as that writer
+        left it, but the statement's subqueries still see the app as it was when the
+        statement began: then the app's newest point is older than the row's last write,
+        and a grouping lookup must be run again.
+        """
+        if self.updated_on is None:
+            return False
+        if self.app_last is None:
+            return self.updated_on.timestamp() <= 0  # just created: no write yet
+        return self.app_last >= self.updated_on
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """What the lock statement found for a write's run or turn (see :func:`lock_and_read`)."""
+
+    run_id: str
+    turn_id: str
+    # The run's change set and whether it is pinned (run lookups).
+    run_set: tuple[str, bool] | None
+    # The set of the turn's newest capture since the lookup's start, whether it is pinned,
+    # and that capture's time (turn lookups; the caller checks the time against its gap).
+    turn_set: tuple[str, bool] | None
+    turn_at: datetime | None
 
 
 def _table(model: type) -> str:
@@ -60,6 +91,43 @@ def _sql(vendor: str) -> dict[str, str]:
         f"CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
         "WHERE ap.id = cs.app_id AND ap.release_set_id = cs.id) THEN 1 ELSE 0 END"
     )
+    # A change set's id, followed by " pinned" when it is pinned (one column for both).
+    set_ref = f"cs.id || CASE WHEN {set_pinned} = 1 THEN ' pinned' ELSE '' END"
+    # The newest capture of a turn (without a run) since a moment; nothing for turn "".
+    turn_newest = (
+        f"FROM {point} AS p WHERE %s <> '' AND p.app_id = a.app_id AND p.turn_id = %s "
+        "AND p.run_id = '' AND p.kind = 'capture' AND p.created_on >= %s "
+        "ORDER BY p.created_on DESC LIMIT 1"
+    )
+
+    def lock_read(*, grouped: bool) -> str:
+        return (
+            "SELECT a.id, a.blob_id, a.sha256, a.size, a.deleted, a.updated_on, "
+            "b.sha256, b.data, b.compressed, "
+            f"(SELECT p.created_on FROM {point} AS p WHERE p.app_id = a.app_id "
+            "ORDER BY p.created_on DESC LIMIT 1)"
+            + (
+                f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
+                "AND pinned = %s LIMIT %s) AS capped)"
+                if vendor != "postgresql"
+                else ", NULL"
+            )
+            + (
+                # The change set a capture would join: its run's (run "" finds none) ...
+                f", (SELECT {set_ref} FROM {change_set} AS cs WHERE cs.app_id = a.app_id "
+                "AND cs.kind = 'change' AND cs.run_id = %s AND NOT (cs.run_id = '')), "
+                # ... or its turn's newest capture's, and that capture's time.
+                f"(SELECT {set_ref} FROM {change_set} AS cs WHERE cs.id = "
+                f"(SELECT p.change_set_id {turn_newest})), "
+                f"(SELECT p.created_on {turn_newest})"
+                if grouped
+                else ""
+            )
+            + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
+            "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
+            + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
+        )
+
     return {
         # The points at or before the (keep + 1)-th newest capture time, and how many are
         # newer: both found on the retention index alone, so the cost does not grow with
@@ -120,21 +188,8 @@ def _sql(vendor: str) -> dict[str, str]:
         # The lock, the current source and (SQLite, where the write lock is already held, so
         # the count cannot go stale) the retention count, in one statement. The blob's sha is
         # read back so a join that PostgreSQL re-checked after waiting for the lock is detected.
-        "lock_read": (
-            "SELECT a.id, a.blob_id, a.sha256, a.size, a.deleted, a.updated_on, "
-            "b.sha256, b.data, b.compressed, "
-            f"(SELECT p.created_on FROM {point} AS p WHERE p.app_id = a.app_id "
-            "ORDER BY p.created_on DESC LIMIT 1)"
-            + (
-                f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
-                "AND pinned = %s LIMIT %s) AS capped)"
-                if vendor != "postgresql"
-                else ""
-            )
-            + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
-            "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
-            + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
-        ),
+        "lock_read": lock_read(grouped=False),
+        "lock_read_grouped": lock_read(grouped=True),
         # The app's unpinned points, counted up to a cap.
         "unpinned": (
             f"SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
@@ -207,16 +262,37 @@ def _read_dt(value: object) -> datetime | None:
     return parsed
 
 
-def lock_and_read(app_id: int, collection: str, name: str, keep: int) -> ArtifactRow | None:
+def lock_and_read(
+    app_id: int,
+    collection: str,
+    name: str,
+    keep: int,
+    *,
+    run_id: str = "",
+    turn_id: str = "",
+    turn_since: datetime | None = None,
+) -> ArtifactRow | None:
     """The artifact row, locked for update (PostgreSQL; SQLite holds the write lock), with its
     current source and (SQLite) the retention count, or None. When it is the transaction's first
     statement, the transaction's BEGIN travels with it (:func:`versions.rawsql.execute_first`).
 
     ``unpinned`` is the number of unpinned points of the app, counted up to ``keep``.
+    ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
+    turn would join is looked up in the same statement (``grouping``).
     """
     vendor = connections[DEFAULT_DB_ALIAS].vendor
     params: list[Any] = [app_id, False, keep] if vendor != "postgresql" else []
-    row = _execute_first(_q("lock_read"), [*params, app_id, collection, name], "one", binary=True)
+    turn = turn_id if (turn_id and not run_id and turn_since is not None) else ""
+    grouped = bool(run_id or turn)
+    if grouped:
+        since = moment(turn_since or datetime(1970, 1, 1, tzinfo=UTC))
+        params += [run_id, turn, turn, since, turn, turn, since]
+    row = _execute_first(
+        _q("lock_read_grouped" if grouped else "lock_read"),
+        [*params, app_id, collection, name],
+        "one",
+        binary=True,
+    )
     if row is None:
         return None
     blob_id = row[1]
@@ -233,8 +309,18 @@ def lock_and_read(app_id: int, collection: str, name: str, keep: int) -> Artifac
         _read_dt(row[5]),
         old_raw,
         _read_dt(row[9]),
-        row[10] if len(row) > 10 else None,
+        row[10],
+        Grouping(run_id, turn, _set_ref(row[11]), _set_ref(row[12]), _read_dt(row[13]))
+        if grouped
+        else None,
     )
+
+
+def _set_ref(value: str | None) -> tuple[str, bool] | None:
+    if not value:
+        return None
+    set_id, _, flag = value.partition(" ")
+    return set_id, flag == "pinned"
 
 
 def count_unpinned_later(app_id: int, cap: int) -> Callable[[], int]:

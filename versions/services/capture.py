@@ -94,20 +94,38 @@ def check_expected(
 
 
 def _change_set_for(
-    app_id: int, *, point_id: str, ms: int, at: Any, run_id: str, turn_id: str, by: str
+    app_id: int,
+    *,
+    point_id: str,
+    ms: int,
+    at: Any,
+    run_id: str,
+    turn_id: str,
+    by: str,
+    found: _sql.Grouping | None = None,
 ) -> tuple[str, bool]:
     """The change set a new capture joins: same run, else same turn within the gap, else new.
 
     Returns the set's id and whether it is pinned (named, or the app's release), in which case
-    the new point is pinned too.
+    the new point is pinned too. ``found``: what the lock statement looked up for this run or
+    turn, when its view of the app was current; else the lookup runs here.
     """
     if run_id:
-        existing = _sql.find_set_by_run(app_id, run_id)
+        if found is not None and found.run_id == run_id:
+            existing = found.run_set
+        else:
+            existing = _sql.find_set_by_run(app_id, run_id)
         if existing:
             return existing
     elif turn_id:
         since = ids.ms_to_datetime(ms) - timedelta(seconds=conf.turn_gap_seconds())
-        recent = _sql.find_set_by_turn(app_id, turn_id, since)
+        if found is not None and found.turn_id == turn_id:
+            # The lookup started earlier than ``since`` (before the capture time was known):
+            # its newest capture counts only if it is within the gap of this one.
+            in_gap = found.turn_at is not None and found.turn_at >= since
+            recent = found.turn_set if in_gap else None
+        else:
+            recent = _sql.find_set_by_turn(app_id, turn_id, since)
         if recent:
             return recent
     set_id = ids.change_set_id(point_id)
@@ -164,15 +182,32 @@ class _Captured:
 
 
 def _lock(
-    app: App, collection: str, name: str, *, create: bool, keep: int
+    app: App, collection: str, name: str, *, create: bool, keep: int, who: _Who
 ) -> _sql.ArtifactRow | None:
-    """Lock the artifact row (reading its source with it); with ``create``, a missing one is
-    made first as a tombstone.
+    """Lock the artifact row (reading its source, and the change set the writer's run or turn
+    would join, with it); with ``create``, a missing one is made first as a tombstone.
 
     Creating with ``ignore_conflicts`` and then locking makes two writers creating the same
     artifact queue on one row instead of one of them failing on the unique constraint.
     """
-    row = _sql.lock_and_read(app.pk, collection, name, keep)
+    since = None
+    if who.turn_id and not who.run_id:
+        # The capture time is not known before the lock: look up from the gap before now (a
+        # capture is never earlier than now); the capture checks the time it found.
+        since = ids.ms_to_datetime(ids.now_ms()) - timedelta(seconds=conf.turn_gap_seconds())
+
+    def lock() -> _sql.ArtifactRow | None:
+        return _sql.lock_and_read(
+            app.pk,
+            collection,
+            name,
+            keep,
+            run_id=who.run_id,
+            turn_id=who.turn_id,
+            turn_since=since,
+        )
+
+    row = lock()
     if row is None and create:
         Artifact.objects.bulk_create(
             [
@@ -188,7 +223,7 @@ def _lock(
             ],
             ignore_conflicts=True,
         )
-        row = _sql.lock_and_read(app.pk, collection, name, keep)
+        row = lock()
         assert row is not None
     return row
 
@@ -225,6 +260,7 @@ def _capture(
         run_id=who.run_id,
         turn_id=who.turn_id,
         by=who.requested_by,
+        found=row.grouping if row.grouping_current else None,
     )
     _sql.insert_point(
         point_id=point_id,
@@ -418,7 +454,7 @@ def write_artifact(
         with transaction.atomic():
             app_obj = resolve_app(app)
             keep = conf.points_per_app()
-            row = _lock(app_obj, collection, name, create=True, keep=keep)
+            row = _lock(app_obj, collection, name, create=True, keep=keep, who=who)
             assert row is not None
             check_expected(row, name, expected_sha256)
             old_raw = _old_bytes(row)
@@ -462,7 +498,7 @@ def delete_artifact(
         with transaction.atomic():
             app_obj = resolve_app(app)
             keep = conf.points_per_app()
-            row = _lock(app_obj, collection, name, create=False, keep=keep)
+            row = _lock(app_obj, collection, name, create=False, keep=keep, who=who)
             if row is None or row.deleted:
                 if expected_sha256 not in (None, ""):
                     check_expected(row, name, expected_sha256)
