@@ -148,6 +148,17 @@ def test_a_write_inside_an_outer_transaction_commits_with_it_or_not_at_all(top_a
     assert committed_source("index") == "v3\n"
 
 
+def test_a_write_in_a_transaction_begun_by_hand_is_left_to_its_owner(top_app):
+    transaction.set_autocommit(False)
+    try:
+        write(top_app, "index", "v1\n")
+        transaction.rollback()  # the owner decides: nothing was committed for it
+    finally:
+        transaction.set_autocommit(True)
+    assert not Artifact.objects.filter(name="index").exists()
+    assert not RestorePoint.objects.exists()
+
+
 @pytest.fixture
 def refusing_points():
     """The database refuses the next restore points: at insert, or (deferred) at COMMIT."""

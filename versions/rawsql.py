@@ -96,6 +96,7 @@ def _fusable(db: Any) -> bool:
     return (
         db.vendor == "postgresql"
         and len(db.atomic_blocks) == 1
+        and db.commit_on_exit  # not inside a transaction begun by hand (autocommit off)
         and not db.savepoint_ids
         and not db.needs_rollback
         and not recorded(db)

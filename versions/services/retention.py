@@ -74,7 +74,8 @@ def prune_after_commit(app: App) -> None:
         except DatabaseError:
             logger.warning("retention of app %s left for the next write", app.slug, exc_info=True)
 
-    transaction.on_commit(prune_alone)
+    # robust: the write has landed whatever happens here; an error is logged, not raised.
+    transaction.on_commit(prune_alone, robust=True)
 
 
 def prune(app: App, *, alone: bool = False) -> int:
