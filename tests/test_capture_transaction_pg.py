@@ -210,6 +210,16 @@ def test_a_point_the_database_refuses_leaves_nothing_written(top_app, refusing_p
     assert committed_source("index") == "v4\n"
 
 
+def test_each_write_returns_with_the_app_back_at_its_limit(top_app, settings):
+    settings.VERSIONS_POINTS_PER_APP = 3
+    receipts = []
+    for i in range(7):
+        receipts.append(write(top_app, f"page-{i % 2}", f"v{i}\n"))
+        kept = set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True))
+        assert kept == {r.restore_point_id for r in receipts[-3:]}
+    assert_connection_clean()
+
+
 def test_writers_that_waited_for_the_lock_still_leave_the_app_at_its_limit(top_app, settings):
     """Each writer counts the app's points in its last round trip, after its lock was granted
     (so the writers it waited for are counted), and prunes once it committed."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -89,15 +88,20 @@ def _pg_cursor(db: Any, binary: bool) -> psycopg.Cursor[Any]:
     return cursor
 
 
+def outermost(using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Whether the current atomic block is the only one, and its transaction the connection's
+    own: it commits as the block ends (no savepoint, no transaction begun by hand)."""
+    db = connections[using]
+    return len(db.atomic_blocks) == 1 and db.commit_on_exit and not db.savepoint_ids
+
+
 def _fusable(db: Any) -> bool:
     """Whether BEGIN and COMMIT can travel with a transaction's statements: PostgreSQL with
-    pipeline mode, nobody recording queries, inside exactly one atomic block (no savepoint,
-    nothing marked for rollback), so that block's transaction is the connection's own."""
+    pipeline mode, nobody recording queries, in the :func:`outermost` atomic block with nothing
+    marked for rollback."""
     return (
         db.vendor == "postgresql"
-        and len(db.atomic_blocks) == 1
-        and db.commit_on_exit  # not inside a transaction begun by hand (autocommit off)
-        and not db.savepoint_ids
+        and outermost(db.alias)
         and not db.needs_rollback
         and not recorded(db)
         and psycopg.Pipeline.is_supported()
@@ -150,15 +154,8 @@ def execute_first(
         return _fetched(cursor, fetch)
 
 
-@dataclass
-class Batch:
-    """What a :func:`batch` did: ``committed``, whether COMMIT travelled with it."""
-
-    committed: bool = False
-
-
 @contextmanager
-def batch(using: str = DEFAULT_DB_ALIAS, *, commit: bool = False) -> Iterator[Batch]:
+def batch(using: str = DEFAULT_DB_ALIAS, *, commit: bool = False) -> Iterator[None]:
     """Send the statements run inside without waiting for each reply, where the driver can
     (psycopg's pipeline mode on PostgreSQL): one round trip for several writes instead of one
     each. An error comes out at the first row fetched or at the end of the block.
@@ -166,21 +163,18 @@ def batch(using: str = DEFAULT_DB_ALIAS, *, commit: bool = False) -> Iterator[Ba
     ``commit``: the block ends its transaction. Where the enclosing atomic block is the
     outermost one (see :func:`_fusable`), COMMIT travels with the block's statements when it
     ends without an error, and the atomic block finds nothing left to commit (its on-commit
-    callbacks still run as it exits); the yielded :class:`Batch` then says ``committed``.
-    The caller runs nothing that can fail after such a block.
+    callbacks still run as it exits). The caller runs nothing that can fail after such a block.
     """
-    done = Batch()
     db = connections[using]
     if db.vendor != "postgresql" or recorded(db) or not psycopg.Pipeline.is_supported():
-        yield done
+        yield
         return
     fuse_commit = commit and _fusable(db)
     db.ensure_connection()
     with db.wrap_database_errors, db.connection.pipeline():
-        yield done
+        yield
         if fuse_commit:
             psycopg.Cursor(db.connection).execute(b"COMMIT")
-    done.committed = fuse_commit
 
 
 def _fetched(cursor: Any, fetch: str) -> Any:

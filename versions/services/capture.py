@@ -10,11 +10,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from versions import conf, ids
+from versions import conf, ids, rawsql
 from versions.diffing import count_line_changes
 from versions.errors import NotFound, StaleWrite
 from versions.models import API_ROUTE, App, Artifact
-from versions.rawsql import Batch
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
 from versions.services.validation import (
@@ -371,7 +370,7 @@ def _capture_and_write(
     ms = next_point_ms(row)
     at = _sql.moment(ids.ms_to_datetime(ms))
     # The write's last statements: at the top level on PostgreSQL, COMMIT travels with them.
-    with _batch(collection) as sent:
+    with _batch(collection):
         if sha is not None and source is not None:
             _sql.insert_blob(raw, sha, len(source), at)
         captured = _capture(
@@ -391,9 +390,9 @@ def _capture_and_write(
         )
         recount = _retention_check(app, row, keep, not captured.pinned)
     if recount is not None and recount() > keep:
-        if sent.committed:
+        if rawsql.outermost():  # the write's transaction is its own: prune once it committed
             retention.prune_after_commit(app)
-        else:
+        else:  # part of a larger transaction (a restore, a test): prune inside it
             retention.prune(app)
     return WriteReceipt(
         app.slug,
@@ -409,11 +408,11 @@ def _capture_and_write(
     )
 
 
-def _batch(collection: str) -> AbstractContextManager[Batch]:
+def _batch(collection: str) -> AbstractContextManager[None]:
     """A capture's statements, ending its transaction, in one round trip where the database
     allows; a route's write goes through the route-save path (the ORM), which runs statement
     by statement."""
-    return nullcontext(Batch()) if collection == API_ROUTE else _sql.batch(commit=True)
+    return nullcontext() if collection == API_ROUTE else _sql.batch(commit=True)
 
 
 def _retrying(func: Any) -> Any:
