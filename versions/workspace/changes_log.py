@@ -12,6 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,7 @@ def write_changes_log(log: ChangesLog, path: str | os.PathLike[str]) -> None:
     """Write `log` to `path` atomically: a crash leaves the old log or the new, never half."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = json.dumps(log.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    payload = _readable_json(log.to_dict())
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -191,6 +192,42 @@ def write_changes_log(log: ChangesLog, path: str | os.PathLike[str]) -> None:
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
+
+
+def _readable_json(data: dict[str, Any]) -> str:
+    """`data` as JSON a person can read, one list entry per line.
+
+    The same text as ``json.dumps(data, indent=2)`` up to the entries, which are each on one
+    line; built from the C encoder's output for each entry, because the indenting encoder is
+    pure Python, and a worker rewrites its log after every entry it records.
+    """
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    fields = []
+    for key, value in data.items():
+        if isinstance(value, list) and value:
+            entries = ",\n".join(f"    {_entry_json(_hashable(entry))}" for entry in value)
+            fields.append(f"  {dumps(key)}: [\n{entries}\n  ]")
+        elif isinstance(value, dict) and value:
+            nested = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+            fields.append(f"  {dumps(key)}: {nested}")
+        else:
+            fields.append(f"  {dumps(key)}: {dumps(value)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
+def _hashable(entry: Any) -> Any:
+    return tuple(entry.items()) if isinstance(entry, dict) else entry
+
+
+@lru_cache(maxsize=1 << 16)
+def _entry_json(entry: Any) -> str:
+    """One list entry as JSON, remembered: a log rewritten after each new entry encodes each
+    old one once, not once per rewrite."""
+    value = dict(entry) if isinstance(entry, tuple) else entry
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _string(data: dict[str, Any], name: str) -> str:

@@ -45,6 +45,10 @@ EXIT_DECLINED = 3
 
 COMMIT_ID = re.compile(r"^[0-9a-fA-F]{4,64}$")
 UNDO_LOG_NAME = "changes.json"
+# Files kept for the undo before the counter log is written and the first of them is changed;
+# each batch after the first is twice as big, up to the last size.
+FIRST_BATCH = 16
+MAX_BATCH = 4096
 
 CONFIRMATION_PROMPT = """Rollback changes from phase "{phase}"?
 
@@ -373,10 +377,15 @@ class _UndoRecorder:
         self._seen: set[str] = set()
         self._created: set[str] = set()
         self.unsaved: list[str] = []  # removed or overwritten, but not kept for the undo
+        self._dirty = False  # kept or noted, not yet in the log on disk
 
     @property
     def log_path(self) -> Path | None:
         return None if self.dir is None else self.dir / UNDO_LOG_NAME
+
+    # Keeping and noting only record; `flush` writes the counter log. The engine flushes before
+    # every change it makes, so whatever it changes is in the log on disk first (a crash leaves
+    # a log that undoes all it did), while a batch of files costs one write of the log.
 
     def save_file(self, path: Path) -> None:
         """Keep `path`'s current content; the first save of a path wins (the pre-rollback state)."""
@@ -389,7 +398,7 @@ class _UndoRecorder:
             self._ensure().metadata.setdefault("not_restorable", []).append(rel)
             self.unsaved.append(rel)
             self._seen.add(rel)
-            self._write()
+            self._dirty = True
             return
         log = self._ensure()
         assert self.dir is not None
@@ -398,7 +407,7 @@ class _UndoRecorder:
         shutil.copy2(path, backup, follow_symlinks=False)
         log.files_modified.append(ModifiedFile(path=rel, backup=relative_name(self.root, backup)))
         self._seen.add(rel)
-        self._write()
+        self._dirty = True
 
     def save_tree(self, folder: Path) -> None:
         """Keep every file under `folder` (not following symlinks)."""
@@ -420,12 +429,19 @@ class _UndoRecorder:
         self._seen.add(rel)
         self._created.add(rel)
         self._ensure().files_created.append(rel)
-        self._write()
+        self._dirty = True
+
+    def flush(self) -> None:
+        """Write the counter log if anything was kept or noted since it was last written."""
+        if self._dirty:
+            self._write()
+            self._dirty = False
 
     def note_commit(self, sha: str) -> None:
         """A revert commit the rollback made; undoing reverts it."""
         self._ensure().git_commits.append(sha)
-        self._write()
+        self._dirty = True
+        self.flush()
 
     def _ensure(self) -> ChangesLog:
         if self.log is None:
@@ -466,22 +482,37 @@ class _Engine:
         self.revert_commands()
         self.revert_git_commits()
         self.clean_up()
+        self.undo.flush()  # what was kept for a change that then failed is in the log too
 
     # Step 4
     def restore_modified_files(self) -> None:
+        todo = []
         for entry, target, backup in self.plan.modified:
             if not backup.is_file():
                 self.report.warnings.append(BACKUP_NOT_FOUND.format(backup=entry.backup))
                 continue
-            try:
-                self._restore(target, backup)
-            except OSError as exc:
-                self.report.errors.append(RESTORE_FAILED.format(path=entry.path, reason=_why(exc)))
-                continue
-            self.report.files_restored += 1
-            self.report.actions_taken.append(RESTORED.format(path=entry.path, backup=entry.backup))
+            todo.append((entry, target, backup))
 
-    def _restore(self, target: Path, backup: Path) -> None:
+        def failed(item: tuple[ModifiedFile, Path, Path], exc: OSError) -> None:
+            self.report.errors.append(RESTORE_FAILED.format(path=item[0].path, reason=_why(exc)))
+
+        def done(item: tuple[ModifiedFile, Path, Path]) -> None:
+            self.report.files_restored += 1
+            self.report.actions_taken.append(
+                RESTORED.format(path=item[0].path, backup=item[0].backup)
+            )
+
+        self._in_batches(
+            todo,
+            keep=lambda item: self._keep_before_restore(item[1]),
+            change=lambda item, destination: self._restore(destination, item[2]),
+            failed=failed,
+            done=done,
+        )
+
+    def _keep_before_restore(self, target: Path) -> Path:
+        """Keep what restoring `target` will overwrite (or note what it will create); returns
+        where the restore writes."""
         # Write where a symlink points (as cp would), already checked to be inside the workspace.
         destination = Path(os.path.realpath(target))
         if destination.is_dir():
@@ -492,8 +523,11 @@ class _Engine:
             missing = destination
             while not missing.parent.exists():
                 missing = missing.parent
-            destination.parent.mkdir(parents=True, exist_ok=True)
             self.undo.note_created(missing)
+        return destination
+
+    def _restore(self, destination: Path, backup: Path) -> None:
+        destination.parent.mkdir(parents=True, exist_ok=True)
         # Temp file + replace: atomic, and never writes through a hard link to another file.
         fd, temp = tempfile.mkstemp(prefix=".rollback-", dir=destination.parent)
         os.close(fd)
@@ -507,26 +541,77 @@ class _Engine:
 
     # Step 5
     def delete_created_files(self) -> None:
+        todo = []
         for raw, path in self.plan.created:
             if not _exists(path):
                 self.report.warnings.append(FILE_NOT_FOUND.format(file=raw))
                 continue
-            try:
-                self._remove(path)
-            except OSError as exc:
-                self.report.errors.append(DELETE_FAILED.format(path=raw, reason=_why(exc)))
-                continue
+            todo.append((raw, path))
+
+        def failed(item: tuple[str, Path], exc: OSError) -> None:
+            self.report.errors.append(DELETE_FAILED.format(path=item[0], reason=_why(exc)))
+
+        def done(item: tuple[str, Path]) -> None:
             self.report.files_deleted += 1
-            self.report.actions_taken.append(DELETED.format(path=raw))
+            self.report.actions_taken.append(DELETED.format(path=item[0]))
+
+        self._in_batches(
+            todo,
+            keep=lambda item: self._keep_before_remove(item[1]),
+            change=lambda item, _kept: self._delete(item[1]),
+            failed=failed,
+            done=done,
+        )
 
     def _remove(self, path: Path) -> None:
         """Counter-backup, then delete a file, a symlink (never its target) or a folder."""
+        self._keep_before_remove(path)
+        self.undo.flush()
+        self._delete(path)
+
+    def _keep_before_remove(self, path: Path) -> None:
         if path.is_dir() and not path.is_symlink():
             self.undo.save_tree(path)
-            shutil.rmtree(path)
         else:
             self.undo.save_file(path)
+
+    @staticmethod
+    def _delete(path: Path) -> None:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
             path.unlink()
+
+    def _in_batches(
+        self,
+        items: list[Any],
+        *,
+        keep: Callable[[Any], Any],
+        change: Callable[[Any, Any], None],
+        failed: Callable[[Any, OSError], None],
+        done: Callable[[Any], None],
+    ) -> None:
+        """For each batch of `items`: `keep` what each will change, write the counter log once,
+        then `change` each. Batches double in size (the log grows with them), so the log is
+        written a logarithmic number of times, not once per file."""
+        start, size = 0, FIRST_BATCH
+        while start < len(items):
+            batch = items[start : start + size]
+            start, size = start + len(batch), min(size * 2, MAX_BATCH)
+            kept = []
+            for item in batch:
+                try:
+                    kept.append((item, keep(item)))
+                except OSError as exc:
+                    failed(item, exc)
+            self.undo.flush()
+            for item, what in kept:
+                try:
+                    change(item, what)
+                except OSError as exc:
+                    failed(item, exc)
+                    continue
+                done(item)
 
     # Step 6
     def revert_commands(self) -> None:
@@ -551,6 +636,7 @@ class _Engine:
         lockfile = self.root / "pnpm-lock.yaml"
         if lockfile.is_file():
             self.undo.save_file(lockfile)  # pnpm may rewrite it; node_modules is rebuilt anyway
+            self.undo.flush()
         if self._run([pnpm, "install"], command, timeout=PNPM_TIMEOUT):
             self._command_reverted(RERAN_PNPM_INSTALL)
 
