@@ -326,6 +326,34 @@ def test_more_hunks_and_unchanged_lines_load_on_demand(viewer: Client, repo, mon
     assert views_workspace.CHANGED_SINCE in stale
 
 
+def test_a_log_with_many_files_shows_them_a_page_at_a_time(
+    viewer: Client, repo, monkeypatch
+) -> None:
+    monkeypatch.setattr(views_workspace, "FILES_PER_PAGE", 4)
+    tracker = ChangesTracker(repo / LOG, PHASE)
+    for i in range(7):
+        write(repo, f"pages/p{i}.txt", f"page {i} before\n")
+        tracker.record_modify(repo / f"pages/p{i}.txt")
+        write(repo, f"pages/p{i}.txt", f"page {i} after\n")
+    for i in range(3):
+        write(repo, f"made/n{i}.txt", f"made {i}\n")
+        tracker.record_create(repo / f"made/n{i}.txt")
+
+    html = viewer.get(_log_url()).content.decode()
+    shown = re.findall(r'<span class="aname">([^<]+)</span>', html)
+    assert shown == [f"pages/p{i}.txt" for i in range(4)]
+    assert "4 of 10 files shown" in html and "Show the next 4 files" in html
+
+    pages = [html]
+    while match := re.search(r'hx-get="([^"]*/files/\?start=\d+)"', pages[-1]):
+        pages.append(viewer.get(match.group(1)).content.decode())
+    names = [n for page in pages for n in re.findall(r'<span class="aname">([^<]+)</span>', page)]
+    assert names == [f"pages/p{i}.txt" for i in range(7)] + [f"made/n{i}.txt" for i in range(3)]
+    assert 'aria-label="pages/p6.txt"' in pages[1] and "made 2" in pages[2]
+    assert "Show the next 2 files" in pages[1] and "10 of 10" not in pages[2]
+    assert len(pages) == 3
+
+
 # ------------------------------------------------------------------------------- 404s
 
 
@@ -347,6 +375,7 @@ def test_more_hunks_and_unchanged_lines_load_on_demand(viewer: Client, repo, mon
         "/workspaces/bugfix/logs/.bug-changes.json/files/..%2F/diff/page/",
         "/workspaces/bugfix/logs/.bug-changes.json/files/x1/diff/context/",
         "/workspaces/bugfix/logs/..%2F.bug-changes.json/restore/",
+        "/workspaces/bugfix/logs/..%2F.bug-changes.json/files/",
     ],
 )
 def test_unknown_names_and_traversal_attempts_answer_404(

@@ -44,6 +44,7 @@ urlpatterns = [
     path("workspaces/<str:name>/", views_workspace.workspace, name="workspace"),
     path(f"{_LOG}", views_workspace.workspace_log, name="workspace_log"),
     path(f"{_LOG}restore/", views_workspace.workspace_restore, name="workspace_restore"),
+    path(f"{_LOG}files/", views_workspace.workspace_files, name="workspace_files"),
     path(
         f"{_LOG}files/<str:file_id>/diff/page/",
         views_workspace.workspace_diff_page,

@@ -59,6 +59,8 @@ MAX_LOGS = 200
 MAX_SHOWN_BYTES = 2 * 1024 * 1024
 MAX_LOG_BYTES = 5 * 1024 * 1024
 HUNKS_PER_PAGE = 20
+# Files diffed per page of a changes log: a phase may touch thousands.
+FILES_PER_PAGE = 50
 GAP_CHUNK = 200
 _FILE_ID = re.compile(r"^([mc])(\d{1,6})$")
 _USABLE_NAME = re.compile(r"^[^/\\\x00]{1,200}$")
@@ -144,6 +146,10 @@ class LogRef:
     @property
     def restore_url(self) -> str:
         return self.url("workspace_restore")
+
+    @property
+    def files_url(self) -> str:
+        return self.url("workspace_files")
 
 
 def registered() -> list[Workspace]:
@@ -409,12 +415,40 @@ def created_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) 
     return _with_result(diff, page)
 
 
-def file_diffs(state: LogState) -> list[FileDiff]:
+def file_count(state: LogState) -> int:
+    if state.data is None:
+        return 0
+    return len(state.data["files_modified"]) + len(state.data["files_created"])
+
+
+def file_diffs(state: LogState, start: int, count: int) -> list[FileDiff]:
+    """The diffs of the log's files ``start`` to ``start + count`` (modified files first, then
+    created ones): only those files are read and diffed."""
     if state.data is None:
         return []
-    out = [modified_diff(state.ref, i, e) for i, e in enumerate(state.data["files_modified"])]
-    out += [created_diff(state.ref, i, e) for i, e in enumerate(state.data["files_created"])]
+    modified, created = state.data["files_modified"], state.data["files_created"]
+    out = []
+    for position in range(max(0, start), min(start + count, len(modified) + len(created))):
+        if position < len(modified):
+            out.append(modified_diff(state.ref, position, modified[position]))
+        else:
+            index = position - len(modified)
+            out.append(created_diff(state.ref, index, created[index]))
     return out
+
+
+def _files_context(state: LogState, start: int) -> dict[str, Any]:
+    """One page of file diffs, and where the next one starts (None: it was the last)."""
+    total = file_count(state)
+    start = min(max(0, start), total)
+    end = min(start + FILES_PER_PAGE, total)
+    return {
+        "diffs": file_diffs(state, start, end - start),
+        "files_total": total,
+        "files_shown": end,
+        "files_next": end if end < total else None,
+        "files_next_count": min(FILES_PER_PAGE, total - end),
+    }
 
 
 def one_diff(state: LogState, file_id: str, page: int = 1) -> FileDiff:
@@ -480,7 +514,7 @@ def _log_context(request: HttpRequest, state: LogState, **extra: Any) -> dict[st
         "ws": state.ref.workspace,
         "ref": state.ref,
         "st": state,
-        "diffs": file_diffs(state),
+        **_files_context(state, 0),
         "metadata_json": (
             json.dumps(state.data["metadata"], indent=2, ensure_ascii=False)
             if state.data and state.data["metadata"]
@@ -514,6 +548,15 @@ def workspace_log(request: HttpRequest, name: str, kind: str, log: str) -> HttpR
     if is_fragment(request):
         return render(request, "versions/partials/_workspace_log_expanded.html", ctx)
     return render(request, "versions/workspace_log_page.html", ctx)
+
+
+@require_GET
+@panel_view
+def workspace_files(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
+    """The next page of a log's file diffs, from ``?start=`` (behind "Show the next files")."""
+    state = _state_of(name, kind, log)
+    ctx = {"ref": state.ref, **_files_context(state, int_param(request.GET.get("start")))}
+    return render(request, "versions/partials/_workspace_files.html", ctx)
 
 
 @require_GET
