@@ -147,3 +147,29 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
     # On disk: the tree before the phase, byte for byte (backups removed: all succeeded).
     assert _snapshot(root) == before
     assert _git(root, "status", "--porcelain") == ""
+
+
+def test_a_big_phase_shows_its_files_a_page_at_a_time(
+    page, make_user, sign_in, tmp_path, settings
+) -> None:
+    root = tmp_path / "big"
+    root.mkdir()
+    tracker = ChangesTracker(root / LOG, PHASE, workspace=root)
+    for i in range(60):
+        _write(root, f"src/f{i:02}.py", f"value = {i}\n")
+        tracker.record_modify(root / f"src/f{i:02}.py")
+        _write(root, f"src/f{i:02}.py", f"value = {i} + 1\n")
+    settings.VERSIONS_WORKSPACES = {"big": str(root)}
+    make_user("rvaid", superuser=True)
+    sign_in(page, "rvaid")
+
+    page.locator("#workspaces").get_by_role("link", name="big").click()
+    row = page.locator("li.workspace-log", has_text=LOG)
+    row.get_by_role("link", name=LOG).click()
+    expect(row.locator("section.diff")).to_have_count(50)
+    expect(row).to_contain_text("50 of 60 files shown")
+
+    row.get_by_role("button", name="Show the next 10 files").click()
+    expect(row.locator("section.diff")).to_have_count(60)
+    expect(row.locator("section.diff").last).to_contain_text("src/f59.py")
+    expect(row.get_by_role("button", name="Show the next 10 files")).to_have_count(0)
