@@ -32,6 +32,8 @@ STALE_WRITE = (
 # How often a write is retried when a concurrent transaction made it fail on a constraint
 # (two writers creating one change set, a blob swept at the same moment).
 _RETRIES = 3
+# How far back a turn lookup made before the capture time is known reaches beyond the gap.
+_CLOCK_SLACK_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,10 @@ def _lock(
     since = None
     if who.turn_id and not who.run_id:
         # The capture time is not known before the lock: look up from the gap before now (a
-        # capture is never earlier than now); the capture checks the time it found.
-        since = ids.ms_to_datetime(ids.now_ms()) - timedelta(seconds=conf.turn_gap_seconds())
+        # capture is not earlier than now; a minute more in case the clock steps back), and
+        # the capture checks the time it found against its own.
+        gap = timedelta(seconds=conf.turn_gap_seconds() + _CLOCK_SLACK_SECONDS)
+        since = ids.ms_to_datetime(ids.now_ms()) - gap
 
     def lock() -> _sql.ArtifactRow | None:
         return _sql.lock_and_read(
