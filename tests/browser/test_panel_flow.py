@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 from playwright.sync_api import expect
@@ -153,6 +154,43 @@ def test_cancel_writes_nothing(page, live_server, make_user, sign_in):
     assert RestorePoint.objects.count() == points
     assert ChangeSet.objects.count() == sets
     assert _source("index") == index
+
+
+def test_while_restore_all_runs_the_dialog_says_so_and_cannot_be_confirmed_twice(
+    page, live_server, make_user, sign_in, monkeypatch
+):
+    from versions.services import restore
+
+    load_demo()
+    make_user("rvaid", superuser=True)
+    agent = _agent_set()
+    release = threading.Event()
+    calls: list[bool] = []
+    real = restore.restore_change_set
+
+    def slow(*args, **kwargs):
+        if not kwargs.get("dry_run"):
+            calls.append(True)
+            release.wait(30)  # until the test has seen the dialog while it waits
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(restore, "restore_change_set", slow)
+    sign_in(page, "rvaid")
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
+    row = page.locator(f"#set-{agent.id}")
+    row.get_by_role("link", name=agent.id, exact=True).click()
+    row.get_by_role("button", name="Restore all").click()
+    dialog = page.locator("dialog#restore-dialog")
+    confirm = dialog.get_by_role("button", name="Confirm restore")
+    confirm.click()
+    try:
+        expect(dialog.get_by_role("status")).to_have_text("Restoring…")
+        expect(confirm).to_be_disabled()
+    finally:
+        release.set()
+    expect(dialog).to_have_count(0)
+    expect(page.locator(".receipt").first).to_be_visible()
+    assert calls == [True]  # one restore, however impatient the person
 
 
 def test_restore_single_point_from_restore_points_tab(page, live_server, make_user, sign_in):

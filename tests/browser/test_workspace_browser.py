@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,37 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
     # On disk: the tree before the phase, byte for byte (backups removed: all succeeded).
     assert _snapshot(root) == before
     assert _git(root, "status", "--porcelain") == ""
+
+
+def test_while_a_rollback_runs_the_panel_says_so_and_its_button_is_disabled(
+    page, make_user, sign_in, workspace, monkeypatch
+) -> None:
+    from versions import views_workspace
+
+    release = threading.Event()
+    real_rollback = views_workspace.rollback
+
+    def slow_rollback(*args, **kwargs):
+        release.wait(30)  # until the test has seen the page while it waits
+        return real_rollback(*args, **kwargs)
+
+    monkeypatch.setattr(views_workspace, "rollback", slow_rollback)
+    make_user("rvaid", superuser=True)
+    sign_in(page, "rvaid")
+    page.locator("#workspaces").get_by_role("link", name="bugfix").click()
+    row = page.locator("li.workspace-log", has_text=LOG)
+    row.get_by_role("link", name=LOG).click()
+    row.get_by_role("button", name="Restore all").click()
+    dialog = page.locator("dialog#restore-dialog")
+    confirm = dialog.get_by_role("button", name="Confirm restore")
+    confirm.click()
+    try:
+        expect(dialog.get_by_role("status")).to_have_text("Rolling back…")
+        expect(confirm).to_be_disabled()
+    finally:
+        release.set()
+    expect(dialog).to_have_count(0)
+    expect(row.locator(".workspace-report")).to_contain_text(f"Rolled back phase “{PHASE}”")
 
 
 def test_a_big_phase_shows_its_files_a_page_at_a_time(
