@@ -4,6 +4,11 @@ cursor wrapper costs as much as the statement (capture, retention, loading sourc
 Errors are translated as Django's are. Where someone records queries (the debug cursor,
 assertNumQueries, execute wrappers) every statement still runs through Django's cursor, so it
 is seen and counted.
+
+On PostgreSQL a transaction that is the connection's own (:func:`outermost`) can be two round
+trips: :func:`execute_first` sends BEGIN with its first statement, ``batch(commit=True)``
+sends COMMIT with its last ones; Django's atomic block still owns the transaction (rollback on
+error, on-commit callbacks).
 """
 
 from __future__ import annotations
