@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -51,11 +52,9 @@ def execute(
     db.ensure_connection()
     db.validate_no_broken_transaction()  # as Django's cursor does before every statement
     if db.vendor != "postgresql":
-        sql = sql.replace("%s", "?")  # sqlite3's style; these statements hold no literal %
         with db.wrap_database_errors:
-            cursor = db.connection.cursor()
+            cursor = db.connection.execute(_qmark(sql), params)
             try:
-                cursor.execute(sql, params)
                 return _fetched(cursor, fetch)
             finally:
                 cursor.close()
@@ -84,6 +83,12 @@ def execute_later(sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_AL
             return cursor.fetchone()
 
     return first_row
+
+
+@lru_cache(maxsize=256)
+def _qmark(sql: str) -> str:
+    """``sql`` in sqlite3's parameter style (these statements hold no literal %)."""
+    return sql.replace("%s", "?")
 
 
 def _pg_cursor(db: Any, binary: bool) -> psycopg.Cursor[Any]:

@@ -1,0 +1,128 @@
+"""The floor of a capture on SQLite: its statements alone, on the raw ``sqlite3`` connection.
+
+Run: ``.venv/bin/python tests/perf/bench_capture_floor.py`` (SQLite only). It times, in one run,
+Django's plain ``save()`` of a row holding a 28 KB text (``bench_capture``'s baseline) and the
+statements a capture of the same text runs — hash, BEGIN IMMEDIATE, the lock-and-read, the
+blob, change set and point inserts, the artifact update, COMMIT — with no Python of ours around
+them. ``floor_vs_plain_save`` is what no capture code could beat with this schema. Prints one
+line of JSON last, with each step's median in microseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import setup_django  # noqa: E402
+
+N = 150
+
+
+def main() -> None:
+    vendor = setup_django()
+    if vendor != "sqlite":
+        print(json.dumps({"bench": "capture_floor", "db": vendor, "skipped": "SQLite only"}))
+        return
+    from django.db import connection, models
+
+    from versions import ids, services
+    from versions.models import App, Artifact, Blob
+    from versions.services import _sql
+
+    class PlainRow(models.Model):
+        text = models.TextField()
+
+        class Meta:
+            app_label = "versions"
+            db_table = "bench_plain_row"
+
+    with connection.schema_editor() as editor:
+        editor.create_model(PlainRow)
+
+    lines = [f".rule-{i} {{ padding: {i % 17}px; color: #{i:06x}; }}\n" for i in range(700)]
+    base = "".join(lines)[: 28 * 1024]
+
+    def variant(i: int) -> str:
+        return base.replace(".rule-5 {", f".rule-5-{i} {{", 1)
+
+    row = PlainRow.objects.create(text=base)
+    app = App.objects.create(slug="floor", name="Floor")
+    services.write_artifact(app, "pltf_stylesheet", "App", base, requested_by="b", tool="b")
+    artifact_id = Artifact.objects.get(app=app).pk
+    statements = {name: sql.replace("%s", "?") for name, sql in _sql._sql("sqlite").items()}
+    raw = connection.connection
+    steps: dict[str, list[float]] = {}
+
+    def floor(i: int) -> None:
+        src = variant(i).encode()
+        marks = [time.perf_counter()]
+        sha = hashlib.sha256(src).hexdigest()
+        marks.append(time.perf_counter())
+        cursor = raw.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        marks.append(time.perf_counter())
+        lock_params = [app.pk, False, 200, app.pk, "pltf_stylesheet", "App"]
+        locked = cursor.execute(statements["lock_read"], lock_params).fetchone()
+        marks.append(time.perf_counter())
+        at = connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ids.now_ms() + i))
+        point_id = ids.point_id(ids.now_ms() + i)
+        data, compressed = Blob.pack(src)
+        cursor.execute(statements["insert_blob"], [sha, data, len(src), len(src), compressed, at])
+        marks.append(time.perf_counter())
+        set_id = ids.change_set_id(point_id)
+        cursor.execute(statements["insert_set"], [set_id, app.pk, at, "b", "", "", "[]"])
+        marks.append(time.perf_counter())
+        cursor.execute(
+            statements["insert_point"],
+            [point_id, app.pk, artifact_id, locked[1], locked[2], locked[3], True, True, sha]
+            + ["b", "b", at, 1, 1, "", "", set_id, False],
+        )
+        marks.append(time.perf_counter())
+        cursor.execute(
+            statements["update_artifact"], [sha, sha, len(src), False, at, "b", artifact_id]
+        )
+        marks.append(time.perf_counter())
+        cursor.execute("COMMIT")
+        marks.append(time.perf_counter())
+        names = ("hash", "begin", "lock_read", "blob", "set", "point", "artifact", "commit")
+        for name, start, end in zip(names, marks, marks[1:], strict=False):
+            steps.setdefault(name, []).append((end - start) * 1e6)
+        steps.setdefault("total", []).append((marks[-1] - marks[0]) * 1e6)
+
+    def plain(i: int) -> None:
+        row.text = variant(i)
+        row.save()
+
+    plain_us: list[float] = []
+    for round_ in range(3):  # alternating rounds: drift hits both alike
+        for i in range(N // 3):
+            start = time.perf_counter()
+            plain(1000 * round_ + i)
+            plain_us.append((time.perf_counter() - start) * 1e6)
+        for i in range(N // 3):
+            floor(1000 * round_ + i)
+    plain_med = statistics.median(plain_us)
+    medians = {name: round(statistics.median(v), 1) for name, v in steps.items()}
+    print(f"plain save {plain_med:.1f} µs; the capture's statements alone {medians['total']} µs")
+    print(
+        json.dumps(
+            {
+                "bench": "capture_floor",
+                "db": vendor,
+                "n": N,
+                "plain_save_us": round(plain_med, 1),
+                "floor_us": medians["total"],
+                "floor_vs_plain_save": round(medians["total"] / plain_med, 2),
+                "steps_us": medians,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
