@@ -169,6 +169,7 @@ def _sql(vendor: str) -> dict[str, str]:
         # One pruner per app at a time (PostgreSQL, a transaction-level advisory lock: writers
         # never take it, so it never waits on one).
         "pruner_lock": "SELECT pg_advisory_xact_lock(%s, %s)",
+        "pruner_async_commit": "SET LOCAL synchronous_commit TO OFF",
         "pruned_until": (
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
             "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE id = %s"
@@ -446,14 +447,16 @@ def excess_points(
 _PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
 
 
-# The advisory lock space of retention (any constant; the app's id is the second key).
-_PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
-
-
-def _pruner_lock(app_id: int) -> list[tuple[str, list[int]]]:
+def _pruner_lock(app_id: int) -> list[tuple[str, list[Any]]]:
     if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
         return []  # writers, and so pruners, are serialized
-    return [(_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id])]
+    # A pruner's commit need not wait for the disk: if the server stopped before it reached
+    # it, the points would simply still be there, and the next write over the limit prunes
+    # them (PostgreSQL's asynchronous commit never leaves half a transaction).
+    return [
+        (_q("pruner_async_commit"), []),
+        (_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id]),
+    ]
 
 
 def lock_artifacts(artifact_ids: list[int]) -> None:
