@@ -220,6 +220,36 @@ def test_each_write_returns_with_the_app_back_at_its_limit(top_app, settings):
     assert_connection_clean()
 
 
+def test_a_pruning_that_fails_after_the_write_leaves_the_write_and_is_redone_next_time(
+    top_app, settings, caplog
+):
+    settings.VERSIONS_POINTS_PER_APP = 2
+    write(top_app, "index", "v1\n")
+    write(top_app, "index", "v2\n")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION versions_test_refuse() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no deleting today'; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER versions_test_refuse BEFORE DELETE ON versions_restorepoint "
+            "FOR EACH ROW EXECUTE FUNCTION versions_test_refuse()"
+        )
+    try:
+        with caplog.at_level("WARNING", logger="versions.services.retention"):
+            third = write(top_app, "index", "v3\n")  # over the limit: its pruning fails
+        assert "retention of app top left for the next write" in caplog.text
+        assert committed_source("index") == "v3\n"
+        assert RestorePoint.objects.filter(app=top_app).count() == 3
+        assert_connection_clean()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER IF EXISTS versions_test_refuse ON versions_restorepoint")
+    fourth = write(top_app, "index", "v4\n")
+    kept = set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True))
+    assert kept == {third.restore_point_id, fourth.restore_point_id}
+
+
 def test_writers_that_waited_for_the_lock_still_leave_the_app_at_its_limit(top_app, settings):
     """Each writer counts the app's points in its last round trip, after its lock was granted
     (so the writers it waited for are counted), and prunes once it committed."""
