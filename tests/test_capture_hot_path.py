@@ -181,3 +181,25 @@ def test_a_write_in_a_transaction_already_broken_is_refused_like_any_query(app):
         with pytest.raises(TransactionManagementError):
             write(app, "index", "v2\n")
     assert Artifact.objects.get(app=app, name="index").source == "v1\n"
+
+
+@pytest.mark.postgres
+def test_the_tables_a_capture_writes_carry_no_index_it_never_uses(db):
+    """Each index is one more entry per row a capture writes: no pattern ("_like") indexes, no
+    index of an artifact's app beside the unique one that leads with it, and the index of a
+    set's ``restored_from`` only for restore sets."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE tablename IN "
+            "('versions_artifact', 'versions_blob', 'versions_changeset', 'versions_restorepoint')"
+        )
+        indexes = cursor.fetchall()
+    assert not [name for _, name, _ in indexes if name.endswith("_like")]
+    artifact_app = [
+        name
+        for table, name, definition in indexes
+        if table == "versions_artifact" and definition.endswith("(app_id)")
+    ]
+    assert artifact_app == []
+    restored_from = [d for _, _, d in indexes if "(restored_from_id)" in d]
+    assert len(restored_from) == 1 and "WHERE (restored_from_id IS NOT NULL)" in restored_from[0]

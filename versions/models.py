@@ -118,7 +118,11 @@ class ArtifactQuerySet(models.QuerySet["Artifact"]):
 class Artifact(models.Model):
     """One versioned text file of an app, keyed by (app, collection, name)."""
 
-    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="artifacts")
+    # No index of its own: artifact_unique_per_app leads with it (and an update that points the
+    # artifact at a new blob would write one more index entry on PostgreSQL).
+    app = models.ForeignKey(
+        App, on_delete=models.PROTECT, related_name="artifacts", db_index=False
+    )
     collection = models.CharField(max_length=32, choices=COLLECTION_CHOICES)
     name = models.CharField(max_length=200)
     blob = models.ForeignKey(
@@ -219,6 +223,7 @@ class ChangeSet(models.Model):
         on_delete=models.SET_NULL,
         related_name="restores",
         help_text="For a restore set: the set it restored.",
+        db_index=False,  # changeset_restored_from: restore sets only
     )
     receipt = models.JSONField(null=True, blank=True, help_text="A restore set's receipt.")
     run_id = models.CharField(max_length=200, blank=True)
@@ -236,7 +241,15 @@ class ChangeSet(models.Model):
         permissions = [("restore_changeset", "Can restore change sets and restore points")]
         # Ascending: new sets append at the end of the app's range (a descending index inserts
         # at its start, which splits pages more often); read backwards for newest first.
-        indexes = [models.Index(fields=["app", "created_on"], name="changeset_app_recent")]
+        indexes = [
+            models.Index(fields=["app", "created_on"], name="changeset_app_recent"),
+            # Only restore sets have one: a writer's new set adds no entry.
+            models.Index(
+                fields=["restored_from"],
+                name="changeset_restored_from",
+                condition=Q(restored_from__isnull=False),
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["app", "run_id"],
