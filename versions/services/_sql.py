@@ -233,8 +233,21 @@ def _sql(vendor: str) -> dict[str, str]:
     }
 
 
+# The vendor of each database engine configured, looked up by its setting: reading it off the
+# connection goes through Django's per-thread connection lookup, once per statement otherwise.
+_VENDORS: dict[str, str] = {}
+
+
+def _vendor() -> str:
+    engine = connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]
+    vendor = _VENDORS.get(engine)
+    if vendor is None:
+        vendor = _VENDORS[engine] = connection.vendor
+    return vendor
+
+
 def _q(name: str) -> str:
-    return _sql(connection.vendor)[name]
+    return _sql(_vendor())[name]
 
 
 def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool = False) -> Any:
@@ -281,7 +294,7 @@ def lock_and_read(
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
     turn would join is looked up in the same statement (``grouping``).
     """
-    vendor = connections[DEFAULT_DB_ALIAS].vendor
+    vendor = _vendor()
     params: list[Any] = [app_id, False, keep] if vendor != "postgresql" else []
     turn = turn_id if (turn_id and not run_id and turn_since is not None) else ""
     grouped = bool(run_id or turn)
@@ -448,7 +461,7 @@ _PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
 
 
 def _pruner_lock(app_id: int) -> list[tuple[str, list[Any]]]:
-    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
+    if _vendor() != "postgresql":
         return []  # writers, and so pruners, are serialized
     # A pruner's commit need not wait for the disk: if the server stopped before it reached
     # it, the points would simply still be there, and the next write over the limit prunes
@@ -462,7 +475,7 @@ def _pruner_lock(app_id: int) -> list[tuple[str, list[Any]]]:
 def lock_artifacts(artifact_ids: list[int]) -> None:
     """Lock the given artifact rows in id order (PostgreSQL; SQLite holds the write lock).
     Nothing is read back: in a :func:`batch` the statements after it wait for the locks."""
-    if artifact_ids and connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+    if artifact_ids and _vendor() == "postgresql":
         ordered = sorted(artifact_ids)
         _execute(_in("lock_artifacts", ordered), ordered)
 
@@ -494,7 +507,7 @@ _APPEND_CHUNK = 50
 def append_pruned(additions: dict[str, list[dict]]) -> None:
     """Add to each change set's ``pruned`` list the points retention removed from it (a set
     that is gone with all its points is left alone)."""
-    postgresql = connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+    postgresql = _vendor() == "postgresql"
     for set_id, entries in additions.items():
         if postgresql:
             _execute(_q("append_pruned"), [json.dumps(entries), set_id])
