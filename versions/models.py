@@ -120,9 +120,7 @@ class Artifact(models.Model):
 
     # No index of its own: artifact_unique_per_app leads with it (and an update that points the
     # artifact at a new blob would write one more index entry on PostgreSQL).
-    app = models.ForeignKey(
-        App, on_delete=models.PROTECT, related_name="artifacts", db_index=False
-    )
+    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="artifacts", db_index=False)
     collection = models.CharField(max_length=32, choices=COLLECTION_CHOICES)
     name = models.CharField(max_length=200)
     blob = models.ForeignKey(
