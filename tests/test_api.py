@@ -82,6 +82,19 @@ def test_token_is_stored_hashed(app, owner):
     assert token not in (row.key_hash, row.prefix)
 
 
+def test_a_write_through_the_api_costs_two_queries_more_than_the_service(
+    api, app, page, django_assert_max_num_queries
+):
+    # The token (with its user) and the app with the token's scope: one query each.
+    api.put(f"{ART}/pltf_page/index", {"source": "warm\n"})  # last_used_on touched already
+    with django_assert_max_num_queries(50) as direct:
+        services.write_artifact(app, "pltf_page", "index", "direct\n", requested_by="a", tool="t")
+    with django_assert_max_num_queries(50) as through_api:
+        response = api.put(f"{ART}/pltf_page/index", {"source": "via the api\n"})
+    assert response.status_code == 200
+    assert len(through_api.captured_queries) == len(direct.captured_queries) + 2
+
+
 # --- 403 --------------------------------------------------------------------------------
 
 

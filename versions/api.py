@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db.models import Count, Sum
+from django.db.models import Count, Exists, OuterRef, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Field, NinjaAPI, Query, Schema
@@ -101,11 +101,17 @@ def _token(request: HttpRequest) -> AgentToken:
 
 
 def _scoped_app(request: HttpRequest, slug: str) -> App:
-    """The app ``slug`` if it exists (404) and the token may act on it (403)."""
-    app = App.objects.filter(slug=slug).first() if _SLUG.match(slug) else None
+    """The app ``slug`` if it exists (404) and the token may act on it (403), in one query."""
+    app = None
+    if _SLUG.match(slug):
+        scope = AgentToken.apps.through.objects.filter(
+            agenttoken_id=_token(request).pk, app_id=OuterRef("pk")
+        )
+        app = App.objects.filter(slug=slug).annotate(in_scope=Exists(scope)).first()
     if app is None:
         raise ApiError(404, "not_found", APP_NOT_FOUND.format(slug=slug))
-    _check_scope(request, app.slug)
+    if not app.in_scope:  # type: ignore[attr-defined]
+        raise ApiError(403, "forbidden", OUT_OF_SCOPE.format(slug=slug))
     return app
 
 
