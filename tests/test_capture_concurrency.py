@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import threading
 
 import pytest
-from django.db import connection
+from thread_helpers import run_in_threads
 
 from versions import services
 from versions.errors import StaleWrite
 from versions.models import App, Artifact, RestorePoint
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def run_in_threads(n: int, target) -> list:
-    results: list = [None] * n
-    barrier = threading.Barrier(n)
-
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = target(i)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted on
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
 
 
 def test_twenty_writers_with_the_same_base_hash_exactly_one_lands():

@@ -13,6 +13,7 @@ import zlib
 import psycopg
 import pytest
 from django.db import DatabaseError, connection, transaction
+from thread_helpers import failures, run_in_threads
 
 from versions import services
 from versions.models import App, Artifact, Blob, RestorePoint
@@ -100,28 +101,20 @@ def test_writers_of_one_turn_that_waited_for_each_other_share_one_set(top_app):
     """A writer that waited for the lock sees the row as the writer before it left it, but the
     lock statement's lookups see the app as it was: the set is looked up again."""
     n, turns = 6, 10
-    barrier = threading.Barrier(n)
-    results: list = []
+    each_turn = threading.Barrier(n)
 
-    def worker(i: int) -> None:
-        try:
-            connection.ensure_connection()  # connected before the start: they all contend
-            for turn in range(turns):
-                barrier.wait()  # every writer starts the turn at once
-                receipt = write("top", "index", f"writer {i} {turn}\n", turn_id=f"turn-{turn}")
-                results.append((turn, receipt))
-        except BaseException as exc:  # noqa: BLE001 - asserted on below
-            results.append((None, exc))
-        finally:
-            connection.close()
+    def writer(i: int) -> list:
+        receipts = []
+        for turn in range(turns):
+            each_turn.wait()  # every writer starts the turn at once
+            receipts.append(
+                (turn, write("top", "index", f"writer {i} {turn}\n", turn_id=f"turn-{turn}"))
+            )
+        return receipts
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-
-    assert not [r for _, r in results if isinstance(r, BaseException)], results
+    outcomes = run_in_threads(n, writer)
+    assert failures(outcomes) == []
+    results = [pair for receipts in outcomes for pair in receipts]
     sets: dict[int, set[str]] = {}
     for turn, receipt in results:
         sets.setdefault(turn, set()).add(receipt.change_set_id)
@@ -256,26 +249,9 @@ def test_writers_that_waited_for_the_lock_still_leave_the_app_at_its_limit(top_a
     settings.VERSIONS_POINTS_PER_APP = 4
     write(top_app, "index", "v0\n")
     write(top_app, "index", "v1\n")
-    n = 8
-    barrier = threading.Barrier(n)
-    errors: list[BaseException] = []
+    outcomes = run_in_threads(8, lambda i: write("top", "index", f"writer {i}\n"))
 
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-            write("top", "index", f"writer {i}\n")
-        except BaseException as exc:  # noqa: BLE001 - asserted on below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-
-    assert errors == []
+    assert failures(outcomes) == []
     assert RestorePoint.objects.filter(app=top_app, pinned=False).count() == 4
     newest = list(
         RestorePoint.objects.filter(app=top_app)
@@ -292,26 +268,14 @@ def test_writers_of_different_artifacts_at_the_limit_never_fail_each_other(top_a
     for i in range(6):
         write(top_app, f"page-{i}", "v0\n")
     n = 6
-    barrier = threading.Barrier(n)
-    errors: list[BaseException] = []
 
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-            for round_ in range(3):
-                write("top", f"page-{i}", f"round {round_}\n")
-        except BaseException as exc:  # noqa: BLE001 - asserted on below
-            errors.append(exc)
-        finally:
-            connection.close()
+    def writer(i: int) -> None:
+        for round_ in range(3):
+            write("top", f"page-{i}", f"round {round_}\n")
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    outcomes = run_in_threads(n, writer)
 
-    assert errors == []
+    assert failures(outcomes) == []
     assert Artifact.objects.filter(app=top_app, sha256__isnull=False).count() == n
     # Writers racing in one app may each count before the others commit; the next write
     # counts them all.
