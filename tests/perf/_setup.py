@@ -70,3 +70,40 @@ def median_ms(func: Callable[[int], object], n: int, warmup: int = 5) -> float:
         func(i)
         times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times)
+
+
+def stylesheet_28kb() -> str:
+    """The capture benchmarks' source: a 28 KB stylesheet of 700-odd rules."""
+    lines = [f".rule-{i} {{ padding: {i % 17}px; color: #{i:06x}; }}\n" for i in range(700)]
+    base = "".join(lines)
+    while len(base.encode()) < 28 * 1024:
+        base += "/* padding */\n"
+    return base[: 28 * 1024]
+
+
+def edited(base: str, i: int) -> str:
+    """``base`` with one line changed, differently for each ``i``, like an agent's edit."""
+    return base.replace(".rule-5 {", f".rule-5-{i} {{", 1)
+
+
+def plain_save_row(text: str) -> Callable[[str], None]:
+    """The baseline: a plain model row holding ``text`` (its table is created here). The
+    returned function stores new text in it with ``Model.save()``."""
+    from django.db import connection, models
+
+    class PlainRow(models.Model):
+        text = models.TextField()
+
+        class Meta:
+            app_label = "versions"
+            db_table = "bench_plain_row"
+
+    with connection.schema_editor() as editor:
+        editor.create_model(PlainRow)
+    row = PlainRow.objects.create(text=text)
+
+    def save(new_text: str) -> None:
+        row.text = new_text
+        row.save()
+
+    return save

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import setup_django  # noqa: E402
+from _setup import edited, plain_save_row, setup_django, stylesheet_28kb  # noqa: E402
 
 # Writes measured per figure: below the retention limit they all stay under the app's 200 points.
 N = 190
@@ -44,38 +44,20 @@ def paired_medians(
 
 def main() -> None:
     vendor = setup_django()
-    from django.db import connection, models
-
     from versions import services
     from versions.models import App
 
-    class PlainRow(models.Model):
-        text = models.TextField()
-
-        class Meta:
-            app_label = "versions"
-            db_table = "bench_plain_row"
-
-    with connection.schema_editor() as editor:
-        editor.create_model(PlainRow)
-
-    lines = [f".rule-{i} {{ padding: {i % 17}px; color: #{i:06x}; }}\n" for i in range(700)]
-    base = "".join(lines)
-    while len(base.encode()) < 28 * 1024:
-        base += "/* padding */\n"
-    base = base[: 28 * 1024]
+    base = stylesheet_28kb()
 
     def variant(i: int) -> str:
-        # One line changed per write, like an agent's edit; every write differs.
-        return base.replace(".rule-5 {", f".rule-5-{i} {{", 1)
+        return edited(base, i)
 
     app = App.objects.create(slug="bench", name="Bench")
     services.write_artifact(app, "pltf_stylesheet", "App", base, requested_by="b", tool="bench")
-    row = PlainRow.objects.create(text=base)
+    save_plain = plain_save_row(base)
 
     def plain(i: int) -> None:
-        row.text = variant(i)
-        row.save()
+        save_plain(variant(i))
 
     def capture(i: int) -> None:
         services.write_artifact(

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import setup_django  # noqa: E402
+from _setup import edited, plain_save_row, setup_django, stylesheet_28kb  # noqa: E402
 
 N = 150
 
@@ -28,29 +28,18 @@ def main() -> None:
     if vendor != "sqlite":
         print(json.dumps({"bench": "capture_floor", "db": vendor, "skipped": "SQLite only"}))
         return
-    from django.db import connection, models
+    from django.db import connection
 
     from versions import ids, services
     from versions.models import App, Artifact, Blob
     from versions.services import _sql
 
-    class PlainRow(models.Model):
-        text = models.TextField()
-
-        class Meta:
-            app_label = "versions"
-            db_table = "bench_plain_row"
-
-    with connection.schema_editor() as editor:
-        editor.create_model(PlainRow)
-
-    lines = [f".rule-{i} {{ padding: {i % 17}px; color: #{i:06x}; }}\n" for i in range(700)]
-    base = "".join(lines)[: 28 * 1024]
+    base = stylesheet_28kb()
 
     def variant(i: int) -> str:
-        return base.replace(".rule-5 {", f".rule-5-{i} {{", 1)
+        return edited(base, i)
 
-    row = PlainRow.objects.create(text=base)
+    save_plain = plain_save_row(base)
     app = App.objects.create(slug="floor", name="Floor")
     services.write_artifact(app, "pltf_stylesheet", "App", base, requested_by="b", tool="b")
     artifact_id = Artifact.objects.get(app=app).pk
@@ -95,8 +84,7 @@ def main() -> None:
         steps.setdefault("total", []).append((marks[-1] - marks[0]) * 1e6)
 
     def plain(i: int) -> None:
-        row.text = variant(i)
-        row.save()
+        save_plain(variant(i))
 
     plain_us: list[float] = []
     for round_ in range(3):  # alternating rounds: drift hits both alike
