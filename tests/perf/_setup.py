@@ -15,13 +15,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def setup_django() -> str:
-    """Configure Django on a fresh benchmark database, migrate it; returns the vendor name."""
+def setup_django(*, with_reversion: bool = False) -> str:
+    """Configure Django on a fresh benchmark database, migrate it; returns the vendor name.
+    ``with_reversion`` installs django-reversion too (a benchmark-only dependency, the peer
+    the capture and restore benchmarks measure against; never installed in the product)."""
     sys.path.insert(0, str(ROOT))
     url = os.environ.get("DATABASE_URL")
     if not url:
@@ -41,6 +44,10 @@ def setup_django() -> str:
         os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
     os.environ["DJANGO_DEBUG"] = "0"
+    if with_reversion:
+        from django.conf import settings
+
+        settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "reversion"]
     import django
     from django.core.management import call_command
 
@@ -89,21 +96,45 @@ def edited(base: str, i: int) -> str:
 def plain_save_row(text: str) -> Callable[[str], None]:
     """The baseline: a plain model row holding ``text`` (its table is created here). The
     returned function stores new text in it with ``Model.save()``."""
-    from django.db import connection, models
-
-    class PlainRow(models.Model):
-        text = models.TextField()
-
-        class Meta:
-            app_label = "versions"
-            db_table = "bench_plain_row"
-
-    with connection.schema_editor() as editor:
-        editor.create_model(PlainRow)
-    row = PlainRow.objects.create(text=text)
+    row = _text_row("bench_plain_row", text)
 
     def save(new_text: str) -> None:
         row.text = new_text
         row.save()
 
     return save
+
+
+def reversion_save_row(text: str) -> Callable[[str], None]:
+    """The peer: the same row, registered with django-reversion (``setup_django(
+    with_reversion=True)``); the returned function saves new text inside
+    ``reversion.create_revision()``, which stores a version of the row with it."""
+    import reversion
+
+    row = _text_row("bench_reversion_row", text)
+    reversion.register(type(row))
+
+    def save(new_text: str) -> None:
+        with reversion.create_revision():
+            row.text = new_text
+            row.save()
+
+    return save
+
+
+def _text_row(table: str, text: str) -> Any:
+    """A row of a new one-column model (table ``table``, created here) holding ``text``."""
+    from django.db import connection, models
+
+    row_model: Any = type(
+        f"Bench_{table}",
+        (models.Model,),
+        {
+            "__module__": __name__,
+            "text": models.TextField(),
+            "Meta": type("Meta", (), {"app_label": "versions", "db_table": table}),
+        },
+    )
+    with connection.schema_editor() as editor:
+        editor.create_model(row_model)
+    return row_model.objects.create(text=text)

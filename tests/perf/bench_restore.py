@@ -1,7 +1,7 @@
 """Restore all of 100 artifacts of 28 KB, against django-reversion and a byte-copying floor.
 
 Run: ``.venv/bin/python tests/perf/bench_restore.py`` (DATABASE_URL selects PostgreSQL; the
-benchmark then works in its own fresh database ``versions_bench_restore``).
+benchmark then works in a fresh database of its own, dropped at exit).
 
 In one run, on one database:
 - ours: ``restore_change_set`` of a set of 100 artifacts of 28 KB (each back to its 28 KB
@@ -30,53 +30,18 @@ Prints its figures last as one line of JSON. Ratios are ours / theirs: lower is 
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import setup_django  # noqa: E402
+
 N = 100
 ROUNDS = 40
-BENCH_DB = "versions_bench_restore"
-
-
-def setup_django() -> str:
-    """Django on a fresh benchmark database with django-reversion installed; returns vendor."""
-    sys.path.insert(0, str(ROOT))
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        folder = tempfile.mkdtemp(prefix="versions-bench-restore-")
-        atexit.register(shutil.rmtree, folder, True)  # the bench database goes with the run
-        os.environ["DATABASE_URL"] = f"sqlite:///{folder}/bench.sqlite3"
-    elif url.startswith(("postgres://", "postgresql://")):
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-        os.environ["DATABASE_URL"] = urlunsplit(urlsplit(url)._replace(path=f"/{BENCH_DB}"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
-    os.environ["DJANGO_DEBUG"] = "0"
-    from django.conf import settings
-
-    # django-reversion is a benchmark-only dependency: installed here, not in the product.
-    settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "reversion"]
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    from django.db import connection
-
-    return connection.vendor
 
 
 def timed(func: Callable[[], object]) -> float:
@@ -105,7 +70,7 @@ def edited(text: str, tag: str) -> str:
 
 
 def main() -> None:
-    vendor = setup_django()
+    vendor = setup_django(with_reversion=True)
     import reversion
     from django.db import connection, models, transaction
     from reversion.models import Revision
