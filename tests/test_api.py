@@ -333,6 +333,12 @@ def test_body_of_the_wrong_shape_answers_422(api, app, body):
     assert not Artifact.objects.exists()
 
 
+def test_a_missing_field_is_named_where_it_belongs(api, app):
+    response = api.put(f"{ART}/pltf_page/index", {"no_source": "x"})
+    assert response.status_code == 422
+    assert response.json()["message"] == "body.source: Field required"
+
+
 def test_route_spec_that_does_not_parse_answers_422(api, app):
     response = api.put(f"{ART}/pltf_api_route/list", {"source": "{not json"})
     assert response.status_code == 422

@@ -61,6 +61,16 @@ def test_the_api_root_says_where_the_endpoints_are_described():
     assert ApiClient(None).client.get(body["openapi"]).status_code == 200
 
 
+def test_the_docs_page_it_names_is_served_from_our_own_static_files(db):
+    docs = ApiClient(None).get("/").json()["docs"]
+    response = ApiClient(None).client.get(docs)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in page
+    assert "/api/v1/openapi.json" in page
+    assert "cdn" not in page.lower() and "https://" not in page
+
+
 def test_an_unknown_endpoint_with_a_newline_in_its_path_answers_json(api):
     response = api.get("/nowhere%0Aat-all")
     assert response.status_code == 404

@@ -91,9 +91,11 @@ def test_restore_all_refused_when_reviewed_hash_drifted_answers_409_with_finding
     )
     assert response.status_code == 409
     body = response.json()
-    assert body["error"] == "preflight_failed"
-    assert body["receipt"]["kind"] == "preflight_failed"
-    assert body["receipt"]["findings"][0]["name"] == "index"
+    # SPEC §4's refused pre-flight, at the top level, with the error's keys of §7.
+    assert body["error"] == "preflight_failed" and body["message"]
+    assert body["kind"] == "preflight_failed"
+    assert body["restoredFromSet"] == turn and body["written"] == 0
+    assert body["findings"][0]["name"] == "index"
     assert sources(app)["index"] == "<h1>after</h1>\n"
     assert AuditEvent.objects.filter(kind="preflight_failed").exists()
 
@@ -107,6 +109,37 @@ def test_restore_all_with_a_malformed_expected_key_answers_400(restorer, app, tu
 def test_restore_body_of_the_wrong_shape_answers_422(restorer, turn):
     assert restorer.post(f"/change-sets/{turn}/restore", {"dry_run": "perhaps"}).status_code == 422
     assert restorer.post(f"/change-sets/{turn}/restore", {"expected": ["x"]}).status_code == 422
+
+
+@pytest.mark.parametrize("content_type", ["application/octet-stream", "application/json"])
+def test_restore_endpoints_take_a_request_with_no_body(restorer, app, turn, content_type):
+    """Every field of their bodies is optional (SPEC §7): no body is a plain restore."""
+    point = RestorePoint.objects.get(change_set_id=turn, artifact__name="index")
+
+    def post_nothing(path: str):
+        return restorer.client.generic(
+            "POST",
+            f"/api/v1{path}",
+            b"",
+            content_type=content_type,
+            headers={"Authorization": f"Bearer {restorer.token}"},
+        )
+
+    one = post_nothing(f"/restore-points/{point.id}/restore")
+    assert one.status_code == 200, one.content
+    assert [i["name"] for i in one.json()["items"]] == ["index"]
+    assert sources(app)["index"] == "<h1>before</h1>\n"
+    all_ = post_nothing(f"/change-sets/{turn}/restore")
+    assert all_.status_code == 200, all_.content
+    assert [i["name"] for i in all_.json()["items"]] == ["App"]  # index already matched
+    assert sources(app) == {"index": "<h1>before</h1>\n", "App": "body{color:red}\n"}
+
+
+def test_a_body_that_is_not_json_is_still_refused_in_words(restorer, turn):
+    response = restorer.post(f"/change-sets/{turn}/restore", "dry_run please")
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+    assert "send a JSON object" in response.json()["message"]
 
 
 def test_restore_one_point(restorer, app, turn):

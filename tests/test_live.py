@@ -122,8 +122,10 @@ def test_a_tombstone_is_404(client, live):
 
 def test_pages_answer_only_get_and_head(client, live):
     assert client.head("/apps/quotes/").status_code == 200
-    response = client.post("/apps/quotes/")
-    assert response.status_code == 405
+    for url in ("/apps/quotes/", "/apps/quotes/p/about", "/apps/quotes/assets/App.css"):
+        response = client.post(url)
+        assert response.status_code == 405
+        assert response["Content-Security-Policy"] == CSP  # every answer under /apps/ sandboxed
 
 
 def test_the_panel_is_not_sandboxed(client, live):

@@ -254,6 +254,18 @@ def test_each_session_is_its_own_change_set_unless_the_client_passes_run_id(site
     assert first[2]["changeSetId"] == first[3]["changeSetId"] != first[0]["changeSetId"]
 
 
+def test_a_client_that_names_its_turns_gets_a_change_set_per_turn(site):
+    async def script(session: ClientSession) -> list[dict]:
+        receipts = []
+        for n, turn_id in enumerate(["turn-1", "turn-1", "turn-2"]):
+            args = {"collection": "pltf_page", "name": f"turn-page-{n}", "source": f"{n}\n"}
+            receipts.append((await call(session, "write_artifact", turn_id=turn_id, **args))[1])
+        return receipts
+
+    first = run_session(site, site["token"], script)
+    assert first[0]["changeSetId"] == first[1]["changeSetId"] != first[2]["changeSetId"]
+
+
 def test_delete_is_a_restorable_tombstone(site):
     async def script(session: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {}

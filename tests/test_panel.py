@@ -241,4 +241,21 @@ def test_not_stored_added_and_tombstone_are_explained_in_words(
 
     assert "Created by this change" in point(created.restore_point_id)
     assert "over the 10 bytes storage limit, so it was not stored" in point(big.restore_point_id)
+    assert 'title="Over the 10 bytes limit:' in point(big.restore_point_id)  # the badge's words
     assert "now a tombstone" in point(gone.restore_point_id)
+
+
+@override_settings(VERSIONS_POINTS_PER_APP=2)
+def test_a_pruned_state_is_explained_with_the_apps_own_limit(admin_client: Client, app: App):
+    def write(name: str, run_id: str = "") -> str:
+        receipt = services.write_artifact(
+            app, "pltf_page", name, f"{name}\n", requested_by="a", tool="t", run_id=run_id
+        )
+        return receipt.change_set_id
+
+    turn = write("x", "r")
+    write("z")
+    write("y", "r")
+    write("w")  # 4 points, 2 kept: the turn lost its point of x (the oldest)
+    page = admin_client.get(_url("change_set", "quotes", turn)).content.decode()
+    assert "was pruned by retention (an app keeps its newest 2 unpinned points)" in page

@@ -63,7 +63,8 @@ def test_refused_preflight_is_409_with_the_receipt(app, released):
     assert response.status_code == 409
     body = response.json()
     assert body["error"] == "preflight_failed"
-    assert body["receipt"]["findings"][0]["name"] == "index"
+    assert body["kind"] == "preflight_failed" and body["written"] == 0
+    assert body["findings"][0]["name"] == "index"
     assert RestorePoint.objects.count() == points
 
 

@@ -91,8 +91,9 @@ api = NinjaAPI(
     ),
     auth=AgentTokenAuth(),
     urls_namespace="versions_api",
-    # The schema is the documentation; no docs page that would load Swagger UI from a CDN.
-    docs_url=None,
+    # /api/v1/docs: Swagger UI from our own static files ("ninja" is an installed app), never
+    # from a CDN; like the schema it describes, readable without a token.
+    docs_url="/docs",
 )
 
 
@@ -145,8 +146,7 @@ def _on_versions_error(request: HttpRequest, exc: VersionsError) -> HttpResponse
     if isinstance(exc, StaleWrite):
         return _error(request, 409, "stale_write", exc.message, current_sha256=exc.current_sha256)
     if isinstance(exc, PreflightFailed):
-        receipt = exc.receipt.as_dict() if hasattr(exc.receipt, "as_dict") else exc.receipt
-        return _error(request, 409, "preflight_failed", exc.message, receipt=receipt)
+        return api.create_response(request, exc.answer(), status=409)
     if isinstance(exc, NotFound):
         return _error(request, 404, "not_found", exc.message)
     if isinstance(exc, InvalidInput):
@@ -165,7 +165,10 @@ def _on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResp
         for err in exc.errors
     ]
     first = details[0] if details else {"loc": [], "msg": "invalid"}
-    where = ".".join(first["loc"]) or "request"
+    loc = first["loc"]
+    if loc[:1] == ["body"] and len(loc) > 2:  # ["body", <the view's argument>, field, …]
+        loc = ["body", *loc[2:]]
+    where = ".".join(loc) or "request"
     return _error(
         request,
         422,
@@ -751,6 +754,10 @@ def get_change_set(request: HttpRequest, set_id: str) -> Any:
 
 # --- restore ------------------------------------------------------------------------------
 
+# Every field of a restore body is optional, so a request with no body is a plain restore.
+_NO_BODY_SET = RestoreSetIn(expected=None)
+_NO_BODY_POINT = RestorePointIn(expected_sha256=None)
+
 
 def _receipt_response(request: HttpRequest, receipt: dict[str, Any]) -> HttpResponse:
     """A receipt exactly as the engine wrote it (SPEC §4 keys, in their order)."""
@@ -763,7 +770,9 @@ def _receipt_response(request: HttpRequest, receipt: dict[str, Any]) -> HttpResp
     summary="Restore all: the set's artifacts back to their state before it (or a dry run)",
     tags=["restore"],
 )
-def post_restore_change_set(request: HttpRequest, set_id: str, body: RestoreSetIn) -> Any:
+def post_restore_change_set(
+    request: HttpRequest, set_id: str, body: RestoreSetIn = _NO_BODY_SET
+) -> Any:
     change_set = _scoped_set(request, set_id)
     _check_restore_permission(request)
     receipt = services.restore_change_set(
@@ -781,7 +790,9 @@ def post_restore_change_set(request: HttpRequest, set_id: str, body: RestoreSetI
     summary="Restore one artifact to its state before this point",
     tags=["restore"],
 )
-def post_restore_point(request: HttpRequest, point_id: str, body: RestorePointIn) -> Any:
+def post_restore_point(
+    request: HttpRequest, point_id: str, body: RestorePointIn = _NO_BODY_POINT
+) -> Any:
     point = _scoped_point(request, point_id)
     _check_restore_permission(request)
     receipt = services.restore_point(
@@ -812,7 +823,9 @@ def get_restore_receipt(request: HttpRequest, set_id: str) -> Any:
     summary="Restore to release: every artifact changed since the release back to its state then",
     tags=["restore"],
 )
-def post_restore_to_release(request: HttpRequest, slug: str, body: RestoreSetIn) -> Any:
+def post_restore_to_release(
+    request: HttpRequest, slug: str, body: RestoreSetIn = _NO_BODY_SET
+) -> Any:
     app = _scoped_app(request, slug)
     _check_restore_permission(request)
     receipt = services.restore_to_release(

@@ -50,3 +50,10 @@ class PreflightFailed(VersionsError):
     def __init__(self, message: str, *, receipt: Any) -> None:
         super().__init__(message)
         self.receipt = receipt
+
+    def answer(self) -> dict[str, Any]:
+        """What an API or MCP client gets: the refused pre-flight's receipt of SPEC §4
+        (``{"kind": "preflight_failed", "restoredFromSet", "written": 0, "findings", …}``)
+        with the error's ``error`` and ``message`` keys."""
+        receipt = self.receipt.as_dict() if hasattr(self.receipt, "as_dict") else self.receipt
+        return {"error": self.code, **receipt, "message": self.message}

@@ -16,10 +16,12 @@ reaches every server at its next request.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,17 @@ def _sandboxed(response: HttpResponse) -> HttpResponse:
     return response
 
 
+def _live_reads(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A live page or asset: GET and HEAD only, and every answer sandboxed — a 405 too."""
+    reads_only = require_http_methods(["GET", "HEAD"])(view)
+
+    @functools.wraps(view)
+    def sandboxed_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return _sandboxed(reads_only(request, *args, **kwargs))
+
+    return csrf_exempt(sandboxed_view)
+
+
 def _not_found() -> HttpResponse:
     return _sandboxed(HttpResponse(NOT_FOUND, status=404, content_type="text/plain; charset=utf-8"))
 
@@ -106,22 +119,19 @@ def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str)
     return _sandboxed(response)
 
 
-@csrf_exempt
-@require_http_methods(["GET", "HEAD"])
+@_live_reads
 def index(request: HttpRequest, slug: str) -> HttpResponse:
     """The app's page ``index``."""
     return _serve_artifact(request, slug, PAGE, "index")
 
 
-@csrf_exempt
-@require_http_methods(["GET", "HEAD"])
+@_live_reads
 def page(request: HttpRequest, slug: str, page: str) -> HttpResponse:
     """One of the app's pages."""
     return _serve_artifact(request, slug, PAGE, page)
 
 
-@csrf_exempt
-@require_http_methods(["GET", "HEAD"])
+@_live_reads
 def asset(request: HttpRequest, slug: str, name: str, ext: str) -> HttpResponse:
     """A stylesheet (``.css``) or frontend module (``.js``)."""
     return _serve_artifact(request, slug, ASSET_COLLECTIONS[ext], name)

@@ -7,7 +7,9 @@ sent at ``initialize``) and can be restored like the agent's own.
 
 Grouping: over stdio one server process serves one MCP session, so the process draws one
 ``run_id`` at start and every write of the session joins one change set, unless the client
-passes its own ``run_id`` (or ``turn_id``) to a tool.
+passes its own ``run_id`` to a tool — or its ``turn_id``: a client that says where its turns
+begin and end (one stdio session can last a whole working day) gets one change set per turn,
+grouped by the turn rule of SPEC §3 rather than the session.
 
 The token is checked on every call, so revoking it or deactivating its user stops the session.
 """
@@ -70,6 +72,16 @@ RunId = Annotated[
     str | None,
     Field(description="Group writes into one change set; defaults to one per MCP session."),
 ]
+TurnId = Annotated[
+    str | None,
+    Field(
+        description=(
+            "Your turn id, if any: the writes of one turn (each within the turn gap, 10 minutes "
+            "by default, of the one before) "
+            "become one change set, instead of one set for the whole MCP session."
+        )
+    ),
+]
 
 
 class ToolRefused(Exception):
@@ -99,8 +111,7 @@ def _error_data(exc: Exception) -> dict[str, Any]:
             "current_sha256": exc.current_sha256,
         }
     if isinstance(exc, PreflightFailed):
-        receipt = exc.receipt.as_dict() if hasattr(exc.receipt, "as_dict") else exc.receipt
-        return {"error": "preflight_failed", "message": exc.message, "receipt": receipt}
+        return exc.answer()
     if isinstance(exc, NotFound):
         return {"error": "not_found", "message": exc.message}
     if isinstance(exc, InvalidInput):
@@ -138,6 +149,10 @@ def client_tool_name(ctx: Context | None) -> str:
 def build_server(app_slug: str, token: str) -> MCPServer:
     """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call."""
     session_run_id = f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
+
+    def session_run(run_id: str | None, turn_id: str | None) -> str | None:
+        """The run a write joins: the client's, else the session's unless it names its turn."""
+        return run_id if run_id or turn_id else session_run_id
 
     def authorise(*, restore: bool = False) -> tuple[AgentToken, App]:
         row = verify_token(token)
@@ -202,7 +217,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         ctx: Context,
         expected_sha256: Expected = None,
         run_id: RunId = None,
-        turn_id: Annotated[str | None, Field(description="Your turn id, if any.")] = None,
+        turn_id: TurnId = None,
     ) -> CallToolResult:
         """Write an artifact's whole source. Its previous state is captured as a restore point
         first. Refused, with the current sha256, if expected_sha256 is stale."""
@@ -217,7 +232,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 source,
                 requested_by=row.user.get_username(),
                 tool=tool,
-                run_id=run_id if run_id or turn_id else session_run_id,
+                run_id=session_run(run_id, turn_id),
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
             )
@@ -232,7 +247,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         ctx: Context,
         expected_sha256: Expected = None,
         run_id: RunId = None,
-        turn_id: Annotated[str | None, Field(description="Your turn id, if any.")] = None,
+        turn_id: TurnId = None,
     ) -> CallToolResult:
         """Delete an artifact: it becomes a tombstone behind a restore point (restorable)."""
         tool = client_tool_name(ctx)
@@ -245,7 +260,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 name,
                 requested_by=row.user.get_username(),
                 tool=tool,
-                run_id=run_id if run_id or turn_id else session_run_id,
+                run_id=session_run(run_id, turn_id),
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
             )

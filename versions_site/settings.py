@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # only for the API docs page's Swagger UI, served from our static files
     "versions",
 ]
 

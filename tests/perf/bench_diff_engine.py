@@ -1,11 +1,14 @@
 """Micro-benchmark of ``versions.diffing`` alone vs ``git diff --no-index`` on the same pair.
 
 Run: ``.venv/bin/python tests/perf/bench_diff_engine.py [--size 1500000] [--changed 0.02]``.
+Prints its figures last as one line of JSON: each engine's medians in ms and ``vs_git`` (its
+first view — compute and render page 1 — over ``git diff --no-index``; lower is better).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import subprocess
@@ -84,11 +87,14 @@ def main() -> None:
     old = make_stylesheet(args.size)
     new = change_lines(old, args.changed)
     with tempfile.TemporaryDirectory() as tmp:
-        run(old, new, Path(tmp), args)
+        engines = run(old, new, Path(tmp), args)
+    figures = {"bench": "diff_engine", "size": len(old), "changed": args.changed}
+    print(json.dumps({**figures, "engines": engines}))
 
 
-def run(old: str, new: str, tmp: Path, args: argparse.Namespace) -> None:
-    """Time git and our engine(s), interleaved, on one pair of files."""
+def run(old: str, new: str, tmp: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Time git and our engine(s), interleaved, on one pair of files; each engine's medians."""
+    figures: dict[str, dict[str, float]] = {}
     pa, pb = tmp / "old.css", tmp / "new.css"
     pa.write_text(old)
     pb.write_text(new)
@@ -119,18 +125,19 @@ def run(old: str, new: str, tmp: Path, args: argparse.Namespace) -> None:
             t_comp.append(best(partial(diffing.compute_diff, old, new, engine=engine), 1)[0])
             t_first.append(best(first_view, 1)[0])
             t_count.append(best(partial(diffing.count_line_changes, old, new, engine=engine), 1)[0])
-        for label, ts in [
-            ("git diff --no-index", t_git),
-            ("compute_diff", t_comp),
-            ("compute + page(1) render", t_first),
-            ("count_line_changes", t_count),
+        for label, key, ts in [
+            ("git diff --no-index", "git_ms", t_git),
+            ("compute_diff", "compute_ms", t_comp),
+            ("compute + page(1) render", "first_view_ms", t_first),
+            ("count_line_changes", "count_ms", t_count),
         ]:
             med = statistics.median(ts) * 1e3
             print(f"  {label:26s} min {min(ts) * 1e3:7.2f} ms  median {med:7.2f}")
-        print(
-            f"  first view / git: min {min(t_first) / min(t_git):.2f}x, "
-            f"median {statistics.median(t_first) / statistics.median(t_git):.2f}x"
-        )
+            figures.setdefault(engine, {})[key] = round(med, 2)
+        vs_git = statistics.median(t_first) / statistics.median(t_git)
+        print(f"  first view / git: min {min(t_first) / min(t_git):.2f}x, median {vs_git:.2f}x")
+        figures[engine]["vs_git"] = round(vs_git, 2)
+    return figures
 
 
 if __name__ == "__main__":

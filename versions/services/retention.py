@@ -21,7 +21,6 @@ SET_NOT_FOUND = "There is no change set “{id}”."
 NAME_TOO_LONG = "Names are at most 200 characters."
 NAME_NOT_TEXT = "A name must be text."
 NAME_HAS_CONTROL = "A name cannot contain control characters."
-RELEASE_MUST_BE_CHANGE = "Only a change set made by a writer can be marked as release."
 
 
 def sweep_blobs(candidates: set[str]) -> None:

@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from versions import conf
 from versions.diffing import DiffLine, Hunk
 from versions.models import COLLECTION_CHOICES
 
@@ -108,3 +109,9 @@ def diff_rows(lines: list[DiffLine]) -> SafeString:
 @register.simple_tag
 def hunk_header(hunk: Hunk) -> str:
     return escape(hunk.header)
+
+
+@register.simple_tag
+def stored_source_cap() -> str:
+    """The largest previous source a capture point keeps (``VERSIONS_MAX_STORED_BYTES``)."""
+    return kb(conf.max_stored_bytes())

@@ -27,7 +27,7 @@ NOT_STORED = (
 )
 PRUNED = (
     "The restore point that held this artifact's state before the set was pruned by retention "
-    "(the newest 200 points of an app are kept). That state cannot be shown or restored."
+    "(an app keeps its newest {keep} unpinned points). That state cannot be shown or restored."
 )
 ADDED = "Created by this change: it did not exist before. Restoring it makes it a tombstone."
 REMOVED = "Deleted since: the artifact is now a tombstone. Restoring it brings it back."
@@ -135,7 +135,7 @@ def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
     point = change.point
     artifact = change.artifact
     if point is None:
-        return DiffView(change, "pruned", PRUNED)
+        return DiffView(change, "pruned", PRUNED.format(keep=conf.points_per_app()))
     if not change.inline:
         return DiffView(change, "lazy", "")
     if point.previous_existed and not point.source_stored:
