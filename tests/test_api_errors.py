@@ -51,6 +51,25 @@ def test_the_panel_keeps_django_pages_for_unknown_urls(client):
     response = client.get("/no-such-page/")
     assert response.status_code == 404
     assert not response["Content-Type"].startswith("application/json")
+    page = response.content.decode()  # the panel's own page, not Django's bare "Not Found"
+    assert "<h1>Not found</h1>" in page and "/no-such-page/" in page
+    assert 'class="topbar"' in page and "Back to the apps" in page
+
+
+def test_a_server_error_is_a_page_in_words_and_its_traceback_is_logged(rf):
+    from django.views.defaults import server_error
+
+    page = server_error(rf.get("/")).content.decode()
+    assert "Something went wrong on the server" in page and 'href="/"' in page
+
+    import logging
+
+    handlers = logging.getLogger("django.request").handlers
+    assert any(
+        any(type(f).__name__ == "RequireDebugFalse" for f in h.filters)
+        and h.level == logging.ERROR
+        for h in handlers
+    ), "with DEBUG off, request errors must reach the server's stderr"
 
 
 def test_the_api_root_says_where_the_endpoints_are_described():

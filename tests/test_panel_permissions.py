@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
@@ -53,6 +55,43 @@ def test_a_signed_in_user_without_view_permission_gets_403_in_words(app: App, tu
     response = client.get(reverse("versions:change_sets", args=["quotes"]))
     assert response.status_code == 403
     assert "may not view change sets" in response.content.decode()
+
+
+def test_the_403_of_a_person_who_may_view_nothing_offers_no_loop_back_to_itself(
+    app: App, turn: dict
+) -> None:
+    response = _client(_user("nobody")).get(reverse("versions:home"))
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "may not view change sets" in page
+    assert "Back to the apps" not in page  # that link would lead to this same 403
+    assert "Signed in as <strong>nobody</strong>" in page and "sign out" in page
+
+
+def test_an_in_page_request_after_the_session_expired_sends_the_page_to_sign_in(
+    app: App, turn: dict
+) -> None:
+    """Not the sign-in page swapped into the panel: htmx follows HX-Redirect with the whole
+    page, and the sign-in comes back to the page the person was on."""
+    panel = reverse("versions:change_sets", args=["quotes"])
+    expanded = reverse("versions:change_set", args=["quotes", turn["set_id"]])
+    restore = reverse("versions:restore_change_set", args=["quotes", turn["set_id"]])
+    before = _state()
+    for method, url in (("get", expanded), ("post", restore)):
+        response = getattr(Client(), method)(
+            url,
+            HTTP_HX_REQUEST="true",
+            HTTP_HX_CURRENT_URL=f"http://testserver{panel}?page=2",
+        )
+        assert response.status_code == 204
+        assert response["HX-Redirect"] == "/accounts/login/?next=" + quote(f"{panel}?page=2")
+    elsewhere = Client().get(
+        expanded, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="https://evil.example/x"
+    )
+    assert elsewhere["HX-Redirect"] == "/accounts/login/?next=/"
+    assert _state() == before
+    plain = Client().get(expanded)  # a plain navigation still gets Django's redirect
+    assert plain.status_code == 302 and plain["Location"].startswith("/accounts/login/?next=")
 
 
 def test_viewer_sees_no_restore_name_or_mark_controls(app: App, turn: dict) -> None:
@@ -134,6 +173,17 @@ def test_post_without_csrf_token_is_403_and_writes_nothing(
         refused = client.post(url, data, HTTP_HX_REQUEST="true")
         assert refused.status_code == 403
         assert "form has expired or was not sent from the panel" in refused.content.decode()
+        assert refused["X-Versions-Error"].startswith("This page's form has expired")
+    assert _state() == before
+    # A plain form POST (no htmx) gets a page that says what happened and leads back.
+    panel = reverse("versions:change_sets", args=["quotes"])
+    plain = client.post(
+        reverse("versions:name_change_set", args=["quotes", turn["set_id"]]),
+        {"name": "x"},
+        HTTP_REFERER=f"http://testserver{panel}",
+    ).content.decode()
+    assert "<h1>This form expired</h1>" in plain
+    assert f'<a href="http://testserver{panel}">Back to the page</a>' in plain
     assert _state() == before
     assert app.artifacts.get(name="index").source == source
     # With the token from the page's hx-headers the same POST goes through.

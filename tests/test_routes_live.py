@@ -80,6 +80,29 @@ def test_methods_are_matched_and_others_answer_405(client, save):
     assert response["Content-Security-Policy"] == CSP
 
 
+def test_the_apps_own_sandboxed_page_may_read_its_routes(client, save):
+    """The sandbox makes the page's origin opaque ("null"): its fetch() of its own API is a
+    cross-origin read, allowed to any origin and never with credentials."""
+    save("list", {"method": "GET", "path": "/quotes", "body": []})
+    save("create", {"method": "POST", "path": "/quotes", "status": 201, "body": {"ok": True}})
+    read = client.get("/apps/quotes/api/quotes", HTTP_ORIGIN="null")
+    assert read.status_code == 200 and read["Access-Control-Allow-Origin"] == "*"
+    assert "Access-Control-Allow-Credentials" not in read
+    # A JSON POST from the page is preflighted: OPTIONS answers what the path takes.
+    preflight = client.options(
+        "/apps/quotes/api/quotes",
+        HTTP_ORIGIN="null",
+        HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST",
+        HTTP_ACCESS_CONTROL_REQUEST_HEADERS="content-type",
+    )
+    assert preflight.status_code == 204
+    assert preflight["Access-Control-Allow-Methods"] == "GET, OPTIONS, POST"
+    assert preflight["Access-Control-Allow-Headers"] == "content-type"
+    assert preflight["Access-Control-Allow-Origin"] == "*"
+    assert preflight["Content-Security-Policy"] == CSP
+    assert client.options("/apps/quotes/api/nowhere").status_code == 404
+
+
 def test_a_route_spec_cannot_weaken_the_sandbox_or_set_cookies(client, save):
     save(
         "evil",
@@ -89,6 +112,7 @@ def test_a_route_spec_cannot_weaken_the_sandbox_or_set_cookies(client, save):
             "headers": {
                 "Content-Security-Policy": "default-src *",
                 "Set-Cookie": "sessionid=stolen; Path=/",
+                "Access-Control-Allow-Origin": "https://evil.example",
                 "X-Ok": "1",
             },
             "body": "<script>alert(1)</script>",
@@ -98,6 +122,7 @@ def test_a_route_spec_cannot_weaken_the_sandbox_or_set_cookies(client, save):
     assert response["Content-Security-Policy"] == CSP
     assert "sessionid" not in response.cookies
     assert "Set-Cookie" not in response
+    assert response["Access-Control-Allow-Origin"] == "*"  # never one origin, so no cookies
     assert response["X-Ok"] == "1"
 
 

@@ -66,6 +66,10 @@ _PARAM_SEGMENT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
 
 def _sandboxed(response: HttpResponse) -> HttpResponse:
     response["Content-Security-Policy"] = CSP
+    # The sandbox gives the app's own page an opaque origin ("null"), so its fetch() of its own
+    # API routes, or an ES module of its own, is a cross-origin read: allowed to any origin,
+    # never with credentials (the live app is public and reads no cookies).
+    response["Access-Control-Allow-Origin"] = "*"
     response["X-Content-Type-Options"] = "nosniff"
     response["Referrer-Policy"] = "no-referrer"
     return response
@@ -264,6 +268,20 @@ def _route_response(route: LiveRoute, params: dict[str, str], method: str) -> Ht
     return response
 
 
+def _preflight(request: HttpRequest, allowed: set[str]) -> HttpResponse:
+    """The answer to a browser's CORS preflight for a path the table has routes for: the app's
+    page may send them (a JSON POST from the page is preflighted, its origin being opaque)."""
+    response = HttpResponse(status=204)
+    methods = ", ".join(sorted(allowed | {"OPTIONS"}))
+    response["Allow"] = methods
+    response["Access-Control-Allow-Methods"] = methods
+    asked = request.headers.get("Access-Control-Request-Headers", "")
+    if asked:
+        response["Access-Control-Allow-Headers"] = asked
+    response["Access-Control-Max-Age"] = "600"
+    return response
+
+
 @csrf_exempt
 def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """An API route of the app: the route spec whose method and path match, as data."""
@@ -278,6 +296,8 @@ def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     route, allowed = table.find(method, parts)
     if route is None and method == "HEAD":
         route, allowed = table.find("GET", parts)
+    if route is None and method == "OPTIONS" and allowed:
+        return _sandboxed(_preflight(request, allowed))
     if route is None:
         if allowed:
             response = HttpResponse(

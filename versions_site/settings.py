@@ -136,8 +136,18 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"versions": {"handlers": ["console"], "level": "INFO"}},
+    "filters": {"production": {"()": "django.utils.log.RequireDebugFalse"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        # Django prints request errors (a 500's traceback) to the console only with DEBUG on;
+        # a production server logs them to stderr too (gunicorn's error log), or a 500 leaves
+        # no trace.
+        "errors": {"class": "logging.StreamHandler", "filters": ["production"], "level": "ERROR"},
+    },
+    "loggers": {
+        "versions": {"handlers": ["console"], "level": "INFO"},
+        "django.request": {"handlers": ["errors"], "level": "ERROR"},
+    },
 }
 
 
