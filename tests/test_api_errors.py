@@ -66,8 +66,7 @@ def test_a_server_error_is_a_page_in_words_and_its_traceback_is_logged(rf):
 
     handlers = logging.getLogger("django.request").handlers
     assert any(
-        any(type(f).__name__ == "RequireDebugFalse" for f in h.filters)
-        and h.level == logging.ERROR
+        any(type(f).__name__ == "RequireDebugFalse" for f in h.filters) and h.level == logging.ERROR
         for h in handlers
     ), "with DEBUG off, request errors must reach the server's stderr"
 

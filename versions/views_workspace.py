@@ -16,6 +16,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from versions.workspace import (
     ChangesLogError,
     RollbackInputError,
     load_changes_log,
+    plan_rollback,
     rollback,
     summary,
 )
@@ -89,6 +91,29 @@ BINARY = (
 )
 UNREADABLE = "{side} cannot be read: {reason}."
 NOT_REGULAR = "{side} is not a regular file, so it is not shown."
+
+# A file this phase changed that a later log changed again: the diff runs backup → now, so it
+# shows both phases' changes, and rolling back this phase takes the later ones away too.
+CHANGED_LATER = (
+    "Changed again after this phase by {later}. This diff includes those later changes, and "
+    "rolling back restores the backup, so it removes them too."
+)
+CHANGED_LATER_CREATED = (
+    "Changed again after this phase by {later}. This diff includes those later changes, and "
+    "rolling back deletes the file, so it removes them too."
+)
+LATER_PHASE = "phase “{phase}” ({label})"
+LATER_ROLLBACK = "the rollback of phase “{phase}” ({label})"
+# Files compared by content to tell whether a later phase's change is still on disk; past this,
+# a file counts as changed (the warning errs on the side of saying so).
+MAX_COMPARED_BYTES = 64 * 1024 * 1024
+# What a rollback does for a command the seed's mapping reverts, said for a person.
+REVERT_WORDS = {
+    "pnpm install": "runs pnpm install again to restore the dependencies",
+    "git restore --staged .": "unstages all files (git restore --staged .)",
+    "remove dist/": "removes the build artifacts (dist/)",
+}
+BY_COMMITS = "reverted with git_commits"
 
 
 # ------------------------------------------------------------------------------------------
@@ -227,6 +252,15 @@ def link_rollbacks(refs: list[LogRef]) -> None:
             target.rolled_back_by.append(ref)
 
 
+def parse_moment(text: str) -> datetime | None:
+    """A log's ISO-8601 timestamp as an aware datetime (UTC when it names no zone), else None."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 @dataclass
 class LogState:
     """A log as it is now: its bytes' sha256, and the engine's summary or its refusal."""
@@ -235,13 +269,24 @@ class LogState:
     sha256: str
     data: dict[str, Any] | None
     errors: list[str]
+    # Every log of the workspace (this one included), to find later logs touching its files.
+    logs: list[LogRef] = field(default_factory=list)
 
     @property
     def refused(self) -> bool:
         return self.data is None
 
+    @property
+    def is_undo(self) -> bool:
+        """A counter log a rollback wrote: rolling it back undoes that rollback."""
+        return self.ref.kind == UNDO
 
-def read_state(ref: LogRef) -> LogState:
+    @property
+    def logged_at(self) -> datetime | None:
+        return parse_moment(self.data["timestamp"]) if self.data else None
+
+
+def read_state(ref: LogRef, logs: list[LogRef] | None = None) -> LogState:
     try:
         with open(ref.path, "rb") as handle:
             sha = hashlib.sha256(handle.read(MAX_LOG_BYTES + 1)).hexdigest()
@@ -250,8 +295,181 @@ def read_state(ref: LogRef) -> LogState:
     try:
         data = summary(ref.path, workspace=ref.workspace.root)
     except RollbackInputError as exc:
-        return LogState(ref, sha, None, list(exc.errors))
-    return LogState(ref, sha, data, [])
+        return LogState(ref, sha, None, list(exc.errors), logs or [])
+    return LogState(ref, sha, data, [], logs or [])
+
+
+@dataclass(frozen=True)
+class LaterLog:
+    """A log written after the one shown that changed one of its files again."""
+
+    ref: LogRef
+    phase: str
+
+    @property
+    def description(self) -> str:
+        wording = LATER_ROLLBACK if self.ref.kind == UNDO else LATER_PHASE
+        return wording.format(phase=self.phase, label=self.ref.label)
+
+
+def _describe(later: list[LaterLog]) -> str:
+    names = [item.description for item in later]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _content_digest(path: Path, root: Path) -> str | None:
+    """sha256 of a regular file inside `root`; "missing" when there is none; None when unknown."""
+    real = Path(os.path.realpath(path))
+    if real != root and root not in real.parents:
+        return None
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_COMPARED_BYTES:
+        return None
+    digest = hashlib.sha256()
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            while chunk := handle.read(1024 * 1024):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    return a is not None and a == b
+
+
+def later_changes(state: LogState) -> dict[str, list[LaterLog]]:
+    """This log's files that later logs changed again and that are not as this phase left them.
+
+    Keyed by the file's resolved path; the later logs oldest first. "Later" is a later log
+    timestamp (the file's modification time breaks a tie). What this phase left is the backup
+    the first later log took of the file; without one, a later change counts as still there.
+    Rollbacks of this very log are not later changes: they put this log's backups back.
+    """
+    if state.data is None or not state.logs:
+        return {}
+    root = state.ref.workspace.root
+    own_backups = {e["target"]: e["backup_path"] for e in state.data["files_modified"]}
+    created = {e["target"] for e in state.data["files_created"]}
+    own_moment = parse_moment(state.data["timestamp"])
+    if own_moment is None:
+        return {}
+    own = (own_moment, state.ref.mtime)
+    own_rollbacks = {(r.kind, r.name) for r in state.ref.rolled_back_by}
+
+    later_logs = []
+    for ref in state.logs:
+        if (ref.kind, ref.name) == (state.ref.kind, state.ref.name):
+            continue
+        if (ref.kind, ref.name) in own_rollbacks:
+            continue
+        try:
+            log = load_changes_log(ref.path)
+        except ChangesLogError:
+            continue
+        moment = parse_moment(log.timestamp)
+        if moment is not None and (moment, ref.mtime) > own:
+            later_logs.append(((moment, ref.mtime), ref))
+    later_logs.sort(key=lambda item: item[0])
+
+    touched: dict[str, list[tuple[LaterLog, Path | None]]] = {}
+    for _, ref in later_logs:
+        try:
+            plan = plan_rollback(ref.path, workspace=root)
+        except RollbackInputError:
+            continue
+        later = LaterLog(ref, plan.log.phase)
+        hits: list[tuple[Path, Path | None]] = [(t, backup) for _, t, backup in plan.modified]
+        hits += [(t, None) for _, t in plan.created]
+        for target, backup in hits:
+            key = os.fspath(target)
+            if key in own_backups or key in created:
+                seen = touched.setdefault(key, [])
+                if all(item.ref is not ref for item, _ in seen):
+                    seen.append((later, backup))
+
+    out = {}
+    for key, seen in touched.items():
+        now = _content_digest(Path(key), root)
+        if key in own_backups:
+            before = _content_digest(Path(own_backups[key]), root)
+            if before == "missing":
+                continue  # rolling back cannot restore it, so it removes nothing (said apart)
+            if _same(now, before):
+                continue  # rolling back rewrites it as it is: no later change is lost
+        elif now == "missing":
+            continue  # a created file that is gone: rolling back deletes nothing
+        left_backup = seen[0][1]
+        left = _content_digest(left_backup, root) if left_backup is not None else None
+        if left != "missing" and _same(now, left):
+            continue  # as this phase left it: the later changes are no longer there
+        out[key] = [item for item, _ in seen]
+    return out
+
+
+@dataclass(frozen=True)
+class RollbackOutline:
+    """The seed's confirmation summary, told for a person: what Confirm restore will do."""
+
+    restore: list[str]  # modified files restored from their backups
+    no_backup: list[str]  # modified files whose backup is missing: left as they are
+    delete: list[str]  # created files deleted
+    already_gone: list[str]  # created files no longer there
+    commands_reverted: list[tuple[str, str]]  # (command, what the rollback does)
+    commands_by_commits: list[str]  # `git commit …`: undone by reverting git_commits
+    commands_manual: list[str]  # cannot be reverted automatically
+    commits: list[str]
+    artifacts: list[str]
+    plan_files: list[str]
+    changed_later: list[tuple[str, str]]  # (file, the later logs that changed it, in words)
+
+    @property
+    def nothing(self) -> bool:
+        return not (
+            self.restore
+            or self.delete
+            or self.commands_reverted
+            or self.commands_by_commits
+            or self.commits
+            or self.artifacts
+            or self.plan_files
+        )
+
+
+def rollback_outline(state: LogState) -> RollbackOutline | None:
+    """What rolling back `state`'s log does, grouped for the confirmation dialog."""
+    data = state.data
+    if data is None:
+        return None
+    later = later_changes(state)
+    paths = {e["target"]: e["path"] for e in data["files_modified"] + data["files_created"]}
+    commands = data["commands_executed"]
+    return RollbackOutline(
+        restore=[e["path"] for e in data["files_modified"] if e["backup_exists"]],
+        no_backup=[e["path"] for e in data["files_modified"] if not e["backup_exists"]],
+        delete=[e["path"] for e in data["files_created"] if e["exists"]],
+        already_gone=[e["path"] for e in data["files_created"] if not e["exists"]],
+        commands_reverted=[
+            (c["command"], REVERT_WORDS.get(c["revert"], c["revert"]))
+            for c in commands
+            if c["revert"] and c["revert"] != BY_COMMITS
+        ],
+        commands_by_commits=[c["command"] for c in commands if c["revert"] == BY_COMMITS],
+        commands_manual=[c["command"] for c in commands if not c["revert"]],
+        commits=list(data["git_commits"]),
+        artifacts=list(data["artifacts"]),
+        plan_files=list(data["plan_files"]),
+        changed_later=[(paths[key], _describe(logs)) for key, logs in later.items()],
+    )
 
 
 @dataclass
@@ -316,10 +534,19 @@ class FileDiff:
     key: str = ""
     result: diffing.DiffResult | None = None
     page: diffing.DiffPage | None = None
+    # Later logs that changed this file again (see `later_changes`).
+    later: list[LaterLog] = field(default_factory=list)
 
     @property
     def dom_id(self) -> str:
         return f"{self.ref.dom_id}-{self.file_id}"
+
+    @property
+    def later_note(self) -> str:
+        if not self.later:
+            return ""
+        wording = CHANGED_LATER if self.backup else CHANGED_LATER_CREATED
+        return wording.format(later=_describe(self.later))
 
     @property
     def lines_added(self) -> int:
@@ -427,13 +654,18 @@ def file_diffs(state: LogState, start: int, count: int) -> list[FileDiff]:
     if state.data is None:
         return []
     modified, created = state.data["files_modified"], state.data["files_created"]
+    later = later_changes(state)
     out = []
     for position in range(max(0, start), min(start + count, len(modified) + len(created))):
         if position < len(modified):
-            out.append(modified_diff(state.ref, position, modified[position]))
+            entry = modified[position]
+            diff = modified_diff(state.ref, position, entry)
         else:
             index = position - len(modified)
-            out.append(created_diff(state.ref, index, created[index]))
+            entry = created[index]
+            diff = created_diff(state.ref, index, entry)
+        diff.later = later.get(entry["target"], [])
+        out.append(diff)
     return out
 
 
@@ -532,7 +764,7 @@ def _state_of(name: str, kind: str, log: str) -> LogState:
     link_rollbacks(refs)
     for ref in refs:
         if ref.kind == kind and ref.name == log:
-            return read_state(ref)
+            return read_state(ref, refs)
     raise Http404("There is no such changes log in this workspace.")
 
 
@@ -604,7 +836,13 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
         return forbidden(request, NO_RESTORE)
     state = _state_of(name, kind, log)
     if request.method == "GET":
-        ctx = {"ws": state.ref.workspace, "ref": state.ref, "st": state, **perms(request)}
+        ctx = {
+            "ws": state.ref.workspace,
+            "ref": state.ref,
+            "st": state,
+            "outline": rollback_outline(state),
+            **perms(request),
+        }
         if is_fragment(request):
             return render(request, "versions/partials/_workspace_dialog.html", ctx)
         return render(request, "versions/workspace_confirm_page.html", ctx)
@@ -634,7 +872,7 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
     refs = list_logs(state.ref.workspace)
     link_rollbacks(refs)
     after = next((r for r in refs if r.kind == state.ref.kind and r.name == state.ref.name), None)
-    new_state = read_state(after) if after is not None else state
+    new_state = read_state(after, refs) if after is not None else state
     return _after(request, new_state, {"report": report, **_report_extras(refs, report)})
 
 

@@ -118,7 +118,15 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
     row.get_by_role("button", name="Restore all").click()
     dialog = page.locator("dialog#restore-dialog")
     expect(dialog).to_be_visible()
+    # Told for a person first; the seed's prompt is one click away, word for word.
+    outline = dialog.locator("ul.rollback-outline")
+    expect(outline).to_contain_text("Restore 2 modified files from their backups")
+    expect(outline).to_contain_text("Delete 1 created file")
+    expect(outline).to_contain_text("Revert 1 git commit")
     prompt = dialog.locator("pre")
+    expect(prompt).to_be_hidden()
+    dialog.get_by_text("As the command line asks it").click()
+    expect(prompt).to_be_visible()
     expect(prompt).to_contain_text(f'Rollback changes from phase "{PHASE}"?')
     expect(prompt).to_contain_text("- Files modified: 2")
     expect(prompt).to_contain_text("- Files created: 1")
@@ -139,6 +147,9 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
     expect(report).to_contain_text("Restored src/app.py from .rollback/src-app.py.backup")
     expect(report).to_contain_text("Deleted src/new_helper.py")
     expect(report).to_contain_text("Reverted git commit")
+    # The report's JSON is there, folded away until asked for.
+    expect(report.locator("code.report-json")).to_be_hidden()
+    report.get_by_text("Report as JSON").click()
     data = json.loads(report.locator("code.report-json").inner_text())
     assert data["success"] is True and data["errors"] == [] and data["warnings"] == []
     assert data["files_restored"] == 2 and data["files_deleted"] == 1
@@ -205,3 +216,47 @@ def test_a_big_phase_shows_its_files_a_page_at_a_time(
     expect(row.locator("section.diff")).to_have_count(60)
     expect(row.locator("section.diff").last).to_contain_text("src/f59.py")
     expect(row.get_by_role("button", name="Show the next 10 files")).to_have_count(0)
+
+
+def test_a_later_phase_and_an_undo_log_are_said_in_words(
+    page, make_user, sign_in, workspace
+) -> None:
+    root, _ = workspace
+    feature = ChangesTracker(root / ".feature-changes.json", "feature")
+    feature.record_modify(root / "src/app.py")
+    _write(root, "src/app.py", APP_V2 + "# feature\n")
+    make_user("rvaid", superuser=True)
+    sign_in(page, "rvaid")
+    page.locator("#workspaces").get_by_role("link", name="bugfix").click()
+
+    # The earlier phase's diff of src/app.py includes the feature's line, and says so beside it.
+    row = page.locator("li.workspace-log", has_text=LOG)
+    row.get_by_role("link", name=LOG).click()
+    app = row.locator("section.diff", has_text="src/app.py")
+    expect(app.locator("tr.l-added")).to_contain_text(["i.price", "# feature"])
+    expect(app.locator(".later-changes")).to_contain_text(
+        "Changed again after this phase by phase “feature” (.feature-changes.json)"
+    )
+    expect(
+        row.locator("section.diff", has_text="src/util.py").locator(".later-changes")
+    ).to_have_count(0)
+
+    row.get_by_role("button", name="Restore all").click()
+    dialog = page.locator("dialog#restore-dialog")
+    expect(dialog.locator("ul.rollback-changed-later")).to_contain_text("src/app.py")
+    dialog.get_by_role("button", name="Confirm restore").click()
+    expect(row.locator(".workspace-report")).to_contain_text(f"Rolled back phase “{PHASE}”")
+
+    # Its undo log undoes that rollback; it is not the phase asked about again.
+    row.locator(".workspace-report").get_by_role("link", name="Open the undo log").click()
+    undo = page.locator("li.workspace-log.expanded")
+    undo.get_by_role("button", name="Restore all").click()
+    dialog = page.locator("dialog#restore-dialog")
+    expect(dialog.get_by_role("heading", level=2)).to_have_text(
+        f"Undo the rollback of phase “{PHASE}”"
+    )
+    dialog.get_by_role("button", name="Confirm restore").click()
+    expect(undo.locator(".workspace-report")).to_contain_text(
+        f"Undid the rollback of phase “{PHASE}”"
+    )
+    assert (root / "src/app.py").read_text() == APP_V2 + "# feature\n"

@@ -215,6 +215,53 @@ def test_track_changes_refuses_bad_input_with_exit_2(repo: Path, outside: Path) 
     assert bad_sha.value.returncode == 2 and "Refused git commit id" in str(bad_sha.value)
 
 
+def test_track_changes_puts_a_relative_log_inside_the_given_workspace(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    write(repo, "src/app.ts", "v1\n")
+    base = ["--log", ".bug-changes.json", "--phase", "bug-fixing", "--workspace", str(repo)]
+    out = io.StringIO()
+
+    call_command("track_changes", *base, "init", stdout=out)
+    call_command("track_changes", *base, "modify", str(repo / "src/app.ts"), stdout=out)
+
+    assert out.getvalue().splitlines()[0] == str(repo / ".bug-changes.json")
+    assert [e.path for e in load_changes_log(repo / ".bug-changes.json").files_modified] == [
+        "src/app.ts"
+    ]
+    assert list(elsewhere.iterdir()) == []  # no stray log where the worker happened to be
+
+
+def test_track_changes_without_workspace_keeps_a_relative_log_in_the_current_folder(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo / "..")
+    folder = repo.parent / "phase"
+    folder.mkdir()
+    call_command("track_changes", "--log", "phase/.x-changes.json", "--phase", "x", "init")
+    assert (folder / ".x-changes.json").is_file()
+
+
+def test_track_changes_never_creates_a_mistyped_workspace(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-workspace"
+    base = ["--log", ".bug-changes.json", "--phase", "bug-fixing", "--workspace", str(missing)]
+    with pytest.raises(CommandError) as refused:
+        call_command("track_changes", *base, "init")
+    assert refused.value.returncode == 2 and "Workspace not found" in str(refused.value)
+    assert not missing.exists()
+
+
+def test_track_changes_help_says_where_a_relative_log_goes() -> None:
+    from django.core.management import load_command_class
+
+    command = load_command_class("versions", "track_changes")
+    text = " ".join(command.create_parser("manage.py", "track_changes").format_help().split())
+    assert "A relative path is taken inside --workspace when it is given" in text
+
+
 def run_manage(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")

@@ -35,8 +35,9 @@ class ChangesTracker:
         workspace: str | os.PathLike[str] | None = None,
     ) -> None:
         self.log_path = Path(log_path)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # The workspace is checked first: a log path inside a mistyped one must not create it.
         self.root = workspace_root(self.log_path, workspace)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.log_path.exists():
             self.log = load_changes_log(self.log_path)
             if self.log.phase != phase:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -13,13 +14,25 @@ class Command(BaseCommand):
     help = (
         "Record a workflow phase's changes in a changes log: "
         "init | modify PATH | create PATH | command CMD | commit SHA | artifact PATH | "
-        "plan-file PATH. Run `modify` before changing the file: it keeps the backup."
+        "plan-file PATH. Run `modify` before changing the file: it keeps the backup. "
+        "With --workspace, a relative --log is inside the workspace; PATH arguments are "
+        "always taken from the current folder."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--log", required=True, help="The changes log, e.g. .bug-changes.json")
+        parser.add_argument(
+            "--log",
+            required=True,
+            help=(
+                "The changes log, e.g. .bug-changes.json. A relative path is taken inside "
+                "--workspace when it is given, else from the current folder"
+            ),
+        )
         parser.add_argument("--phase", required=True, help="The workflow phase, e.g. bug-fixing")
-        parser.add_argument("--workspace", help="Workspace root (default: git top level)")
+        parser.add_argument(
+            "--workspace",
+            help="Workspace root (default: the git top level of the log's folder, or that folder)",
+        )
         actions = parser.add_subparsers(dest="action", required=True)
         actions.add_parser("init", help="Create the log if it does not exist")
         for name, what in (
@@ -35,7 +48,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             tracker = ChangesTracker(
-                options["log"], options["phase"], workspace=options["workspace"]
+                log_path(options["log"], options["workspace"]),
+                options["phase"],
+                workspace=options["workspace"],
             )
             action = options["action"]
             if action == "modify":
@@ -55,3 +70,12 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2)
         if action == "init":
             self.stdout.write(str(tracker.log_path))
+
+
+def log_path(log: str, workspace: str | None) -> Path:
+    """Where `--log` points: a relative path is inside `--workspace` when one is given, so a
+    worker running from another folder never leaves a stray log there."""
+    path = Path(log).expanduser()
+    if workspace and not path.is_absolute():
+        return Path(workspace).expanduser() / path
+    return path
