@@ -3,6 +3,8 @@ release, confirm, read the receipt, and undo it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -111,11 +113,20 @@ def test_mark_release_agent_turn_review_and_restore_to_release(
         assert after[key] == source, key
     assert after[("pltf_frontend_module", "late-helper")] is None
 
-    # A second click: the dialog says so; the receipt says the exact noop sentence.
-    page.get_by_role("button", name="Restore to release").click()
-    dialog = page.locator("dialog#restore-dialog")
-    expect(dialog).to_contain_text("Every artifact already matches its state at the release.")
-    dialog.get_by_role("button", name="Confirm restore").click()
+    # Nothing differs now: Restore to release is no longer offered as the thing to do.
+    since = page.locator("#release-since")
+    expect(since).to_contain_text("0 artifacts differ")
+    expect(since).to_contain_text("Nothing to restore.")
+    expect(since.get_by_role("button", name="Restore to release")).to_be_disabled()
+    # Its confirmation page says nothing would be written, and confirming is not the primary
+    # action; confirming anyway gives the exact noop sentence.
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/since-release/restore/")
+    expect(page.locator(".plan")).to_contain_text(
+        "Every artifact already matches its state at the release."
+    )
+    confirm = page.get_by_role("button", name="Confirm restore")
+    expect(confirm).not_to_have_class(re.compile(r"\bprimary\b"))
+    confirm.click()
     expect(page.locator(".receipt .noop-sentence")).to_have_text(NOOP)
     assert ChangeSet.objects.filter(app__slug=DEMO_SLUG, kind=ChangeSet.RESTORE).count() == 1
 
@@ -129,3 +140,14 @@ def test_mark_release_agent_turn_review_and_restore_to_release(
     page.wait_for_url("**/restore-sets/**")
     expect(page.locator(".receipt")).to_contain_text("Restored")
     assert _state() == before_restore
+    undo = ChangeSet.objects.get(app__slug=DEMO_SLUG, restored_from=rs)
+    assert page.url.endswith(f"/restore-sets/{undo.id}/")
+
+    # The undone restore's receipt page says so, instead of offering the undo again.
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/restore-sets/{rs.id}/")
+    receipt = page.locator(".receipt")
+    expect(receipt.locator(".undone")).to_contain_text(f"Undone by {undo.id}")
+    expect(receipt.get_by_role("button", name="Undo this restore")).to_have_count(0)
+    receipt.locator(".undone").get_by_role("link", name=undo.id).click()
+    page.wait_for_url(f"**/restore-sets/{undo.id}/")
+    expect(page.locator(".receipt").get_by_role("button", name="Undo this restore")).to_be_visible()

@@ -20,8 +20,16 @@ from versions.views._common import (
 
 SAVED_NAME = "Name saved."
 REMOVED_NAME = "Name removed."
+NO_NAME = "No name to remove."
 MARKED = "Marked as release."
 UNMARKED = "Release mark removed."
+
+
+def _name_status(name: str, *, had_name: bool) -> str:
+    """What saving a name did: saved it, removed it, or nothing (it was empty and stays so)."""
+    if name:
+        return SAVED_NAME
+    return REMOVED_NAME if had_name else NO_NAME
 
 
 def _controls(
@@ -60,7 +68,7 @@ def name_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpRespons
     if not request.user.has_perm(CHANGE_PERM):
         return forbidden(request, NO_CHANGE)
     app = selectors.get_app(slug)
-    selectors.change_set_row(app, set_id)  # 404 for a set of another app
+    had_name = bool(selectors.change_set_row(app, set_id).name)  # 404 for another app's set
     name = request.POST.get("name", "")
     try:
         cs = services.name_change_set(set_id, name, by=request.user.get_username())
@@ -70,7 +78,7 @@ def name_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpRespons
         return _controls(request, slug, set_id, error=exc.message)
     if not is_fragment(request):
         return redirect(reverse("versions:change_set", args=[slug, set_id]))
-    return _controls(request, slug, set_id, status=SAVED_NAME if cs.name else REMOVED_NAME)
+    return _controls(request, slug, set_id, status=_name_status(cs.name, had_name=had_name))
 
 
 @require_POST
@@ -121,6 +129,7 @@ def name_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
         return forbidden(request, NO_CHANGE)
     app = selectors.get_app(slug)
     point = selectors.get_point(app, point_id)
+    had_name = bool(point.name)
     error = status = ""
     try:
         services.name_point(point.id, request.POST.get("name", ""), by=request.user.get_username())
@@ -132,7 +141,7 @@ def name_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
         return redirect(reverse("versions:restore_point", args=[slug, point_id]))
     point = selectors.get_point(app, point_id)
     if not error:
-        status = SAVED_NAME if point.name else REMOVED_NAME
+        status = _name_status(point.name, had_name=had_name)
     ctx = {
         "app": app,
         "point": point,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -10,7 +11,7 @@ from django.template.loader import select_template
 from django.views.decorators.http import require_GET
 
 from versions import selectors
-from versions.models import App, RestorePoint
+from versions.models import App, ChangeSet, RestorePoint
 from versions.views._common import is_fragment, panel_view, perms
 from versions.views.diffs import build_diff, prepare
 
@@ -130,3 +131,21 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
         return render(request, "versions/partials/_point_expanded.html", ctx)
     ctx["tab"] = "points"
     return render(request, "versions/point_page.html", ctx)
+
+
+def receipt_page_context(request: HttpRequest, app: App, rs: ChangeSet) -> dict[str, Any]:
+    """A restore set's receipt page: the receipt, its JSON, and the restore sets that undid it."""
+    receipt = rs.receipt or {}
+    undone_by = list(
+        ChangeSet.objects.filter(app=app, restored_from=rs)
+        .order_by("created_on", "id")
+        .only("id", "created_on", "created_by", "app_id")
+    )
+    return {
+        "app": app,
+        "rs": rs,
+        "receipt": receipt,
+        "receipt_text": json.dumps(receipt, indent=2, ensure_ascii=False),
+        "undone_by": undone_by,
+        **perms(request),
+    }

@@ -7,7 +7,6 @@ made in between is refused by the engine's pre-flight instead of being overwritt
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -28,7 +27,7 @@ from versions.views._common import (
     panel_view,
     perms,
 )
-from versions.views.pages import expanded_set_context, point_context
+from versions.views.pages import expanded_set_context, point_context, receipt_page_context
 
 NOOP_SENTENCE = "Every artifact already matched the state before this set — nothing was written."
 _RETURN_RE = re.compile(r"^(set|point):[a-z0-9_]{1,48}$")
@@ -221,14 +220,7 @@ def receipt(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """The human view of a restore set's receipt."""
     app = selectors.get_app(slug)
     rs = selectors.restore_set(app, set_id)
-    ctx = {
-        "app": app,
-        "rs": rs,
-        "receipt": rs.receipt or {},
-        "receipt_text": json.dumps(rs.receipt or {}, indent=2, ensure_ascii=False),
-        **perms(request),
-    }
-    return render(request, "versions/receipt_page.html", ctx)
+    return render(request, "versions/receipt_page.html", receipt_page_context(request, app, rs))
 
 
 @require_GET
