@@ -93,3 +93,28 @@ def test_an_unknown_endpoint_with_a_newline_in_its_path_answers_json(api):
     response = api.get("/nowhere%0Aat-all")
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_answers_are_utf8_text_a_person_can_read(api):
+    response = api.get("/apps/quotes/artifacts/pltf_page/nowhere")
+    assert response.status_code == 404
+    assert "“nowhere”".encode() in response.content  # not "\u201cnowhere\u201d"
+    assert "“nowhere”" in response.json()["message"]
+
+
+def test_a_lone_surrogate_from_a_client_is_refused_in_json_not_a_500(app):
+    from versions import services
+
+    make_user("rvaid2", can_restore=True)
+    client = ApiClient(make_token("rvaid2", "quotes"))
+    turn = services.write_artifact(app, "pltf_page", "p", "x\n", requested_by="a", tool="t")
+    response = client.post(
+        f"/change-sets/{turn.change_set_id}/restore", '{"expected": {"bad\\ud800key": "a"}}'
+    )
+    assert response.status_code == 422
+    assert response.json()["error"] == "validation_error"
+    # And should such text ever reach an answer, the answer keeps its escape (valid UTF-8).
+    from versions.api import api as ninja_api
+
+    body = ninja_api.renderer.render(None, {"m": "a\ud800“"}, response_status=200)
+    assert body == b'{"m": "a\\ud800\\u201c"}'

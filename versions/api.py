@@ -13,6 +13,7 @@ route spec that does not parse.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +25,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Field, NinjaAPI, Query, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.renderers import JSONRenderer
 from ninja.security import HttpBearer
 from pydantic import field_validator
 
@@ -74,6 +76,18 @@ class ApiError(Exception):
 # --- authentication ---------------------------------------------------------------------
 
 
+class _Utf8Json(JSONRenderer):
+    """JSON as UTF-8 text ("“index”", not "\\u201cindex\\u201d"): the messages are for people.
+    Text that is not UTF-8 (a lone surrogate a client sent as "\\ud800") keeps its escapes."""
+
+    def render(self, request: HttpRequest, data: Any, *, response_status: int) -> bytes:
+        text = json.dumps(data, cls=self.encoder_class, ensure_ascii=False)
+        try:
+            return text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(data, cls=self.encoder_class).encode()
+
+
 class AgentTokenAuth(HttpBearer):
     """``Authorization: Bearer <token>``: a live token of an active user."""
 
@@ -90,6 +104,7 @@ api = NinjaAPI(
         "`Authorization: Bearer <token>` (python manage.py create_agent_token)."
     ),
     auth=AgentTokenAuth(),
+    renderer=_Utf8Json(),
     urls_namespace="versions_api",
     # /api/v1/docs: Swagger UI from our own static files ("ninja" is an installed app), never
     # from a CDN; like the schema it describes, readable without a token.
