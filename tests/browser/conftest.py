@@ -110,3 +110,19 @@ def sign_in(live_server):
         page.wait_for_url(f"{live_server.url}/")
 
     return do
+
+
+@pytest.fixture
+def demo_signed_in(make_user, sign_in):
+    """The demo app loaded and ``page`` signed in as a superuser; returns the demo's agent
+    turn (the change set a person reviews and restores)."""
+    from versions.management.commands.load_demo import DEMO_SLUG, load_demo
+    from versions.models import ChangeSet
+
+    def do(page, username: str = "rvaid"):
+        load_demo()
+        make_user(username, superuser=True)
+        sign_in(page, username)
+        return ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
+
+    return do

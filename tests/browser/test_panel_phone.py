@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from versions.management.commands.load_demo import DEMO_SLUG, load_demo
+from versions.management.commands.load_demo import DEMO_SLUG
 from versions.models import ChangeSet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,13 +24,10 @@ def _inside_the_screen(locator) -> None:
 
 
 def test_restore_all_on_a_phone_shows_the_receipt_within_the_screen(
-    phone_page, live_server, make_user, sign_in
+    phone_page, live_server, demo_signed_in
 ):
     page = phone_page
-    load_demo()
-    make_user("rvaid", superuser=True)
-    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    sign_in(page, "rvaid")
+    agent = demo_signed_in(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     row = page.locator(f"#set-{agent.id}")
     row.get_by_role("link", name=agent.id, exact=True).click()
@@ -69,13 +66,10 @@ def test_restore_all_on_a_phone_shows_the_receipt_within_the_screen(
 
 
 def test_receipt_page_on_a_phone_fits_and_says_each_thing_once(
-    phone_page, live_server, make_user, sign_in
+    phone_page, live_server, demo_signed_in
 ):
     page = phone_page
-    load_demo()
-    make_user("rvaid", superuser=True)
-    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    sign_in(page, "rvaid")
+    agent = demo_signed_in(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/change-sets/{agent.id}/")
     page.get_by_role("button", name="Restore all").click()
     page.locator("dialog#restore-dialog").get_by_role("button", name="Confirm restore").click()

@@ -5,19 +5,16 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from versions.management.commands.load_demo import DEMO_SLUG, load_demo
-from versions.models import ChangeSet, RestorePoint
+from versions.management.commands.load_demo import DEMO_SLUG
+from versions.models import RestorePoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_restore_all_after_the_session_expired_leads_to_sign_in_and_back(
-    page, live_server, make_user, sign_in
+    page, live_server, demo_signed_in
 ):
-    load_demo()
-    make_user("rvaid", superuser=True)
-    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    sign_in(page, "rvaid")
+    agent = demo_signed_in(page)
     panel = f"{live_server.url}/apps/{DEMO_SLUG}/versions/"
     page.goto(panel)
     row = page.locator(f"#set-{agent.id}")
