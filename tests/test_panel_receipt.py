@@ -105,3 +105,19 @@ def test_restore_to_release_is_no_primary_action_when_nothing_differs(
     dialog = boss.get(_url("restore_to_release"), **HX).content.decode()
     assert "Nothing to restore" in dialog
     assert 'class="primary">Confirm restore' not in dialog and ">Confirm restore<" in dialog
+
+
+def test_a_restore_lists_its_artifacts_in_the_order_of_the_set_it_restored(app: App, boss):
+    for name in ("a", "b", "c"):  # artifact ids ascend a < b < c
+        services.write_artifact(app, "pltf_page", name, f"{name} 1\n", requested_by="s", tool="t")
+    agent = {"requested_by": "rvaid", "tool": "t", "run_id": "turn"}
+    turn = None
+    for name in ("c", "a", "b"):  # the turn writes them in another order
+        receipt = services.write_artifact(app, "pltf_page", name, f"{name} 2\n", **agent)
+        turn = turn or receipt.change_set_id
+    restored = services.restore_change_set(turn, by="boss")
+    assert [item["name"] for item in restored.items] == ["c", "a", "b"]
+    for set_id in (turn, restored.set_id):
+        page = boss.get(_url("change_set", set_id)).content.decode()
+        listed = [page.index(f'aria-label="{name} (Page)"') for name in ("c", "a", "b")]
+        assert listed == sorted(listed), set_id

@@ -228,6 +228,12 @@ def expanded_set(app: App, set_id: str) -> ExpandedSet:
         .select_related("artifact")
         .order_by("created_on", "id")
     )
+    if cs.kind == ChangeSet.RESTORE and cs.receipt:
+        # A restore's counter-points share one moment: list them as its receipt does (the
+        # order of the set it restored), not by their ids' random suffixes.
+        items = cs.receipt.get("items", [])
+        written = {item.get("counterPointId"): i for i, item in enumerate(items)}
+        points.sort(key=lambda p: written.get(p.id, len(written)))
     oldest: dict[int, RestorePoint] = {}
     for p in points:
         oldest.setdefault(p.artifact_id, p)

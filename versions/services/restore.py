@@ -498,7 +498,7 @@ def _restore_targets(
     set with its receipt. ``restored_from`` is the id of the set the targets come from.
     """
     live = _lock_artifacts({t.artifact_id for t in targets}, lock=not dry_run)
-    ordered = sorted(targets, key=lambda t: t.artifact_id)
+    ordered = list(targets)  # the set's order, as the person reviewed it (locks: id order)
     findings: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     plan: list[tuple[RestoreTarget, _Live]] = []
