@@ -94,6 +94,27 @@ def test_an_in_page_request_after_the_session_expired_sends_the_page_to_sign_in(
     assert plain.status_code == 302 and plain["Location"].startswith("/accounts/login/?next=")
 
 
+@pytest.mark.parametrize(
+    ("next_url", "lands_on"),
+    [
+        ("/apps/quotes/versions/", "/apps/quotes/versions/"),
+        ("/apps/quotes/api/go", "/"),  # the live app: agent-written, may redirect anywhere
+        ("/apps/quotes/", "/"),
+        ("https://evil.example/", "/"),
+        ("/no/such/page/", "/"),
+    ],
+)
+def test_signing_in_leads_only_into_the_panel(app: App, next_url: str, lands_on: str) -> None:
+    _user("viewer", "view_changeset")
+    client = Client()
+    response = client.post(
+        f"/accounts/login/?next={quote(next_url)}",
+        {"username": "viewer", "password": PASSWORD},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == lands_on
+
+
 def test_viewer_sees_no_restore_name_or_mark_controls(app: App, turn: dict) -> None:
     client = _client(_user("viewer", "view_changeset"))
     html = client.get(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import override_settings
 
 from versions import live
 from versions.errors import InvalidInput
@@ -21,8 +22,9 @@ def save(app, django_capture_on_commit_callbacks):
 
     def save(name, spec, **kwargs):
         with django_capture_on_commit_callbacks(execute=True):
+            source = spec if isinstance(spec, str) else json.dumps(spec)
             return write_artifact(
-                app, API_ROUTE, name, json.dumps(spec), requested_by="a", tool="t", **kwargs
+                app, API_ROUTE, name, source, requested_by="a", tool="t", **kwargs
             )
 
     return save
@@ -101,29 +103,76 @@ def test_the_apps_own_sandboxed_page_may_read_its_routes(client, save):
     assert preflight["Access-Control-Allow-Origin"] == "*"
     assert preflight["Content-Security-Policy"] == CSP
     assert client.options("/apps/quotes/api/nowhere").status_code == 404
+    with override_settings(VERSIONS_LIVE_CORS=False):  # for a private network: off
+        closed = client.get("/apps/quotes/api/quotes", HTTP_ORIGIN="null")
+        assert closed.status_code == 200 and "Access-Control-Allow-Origin" not in closed
 
 
-def test_a_route_spec_cannot_weaken_the_sandbox_or_set_cookies(client, save):
-    save(
-        "evil",
-        {
-            "method": "GET",
-            "path": "/evil",
-            "headers": {
-                "Content-Security-Policy": "default-src *",
-                "Set-Cookie": "sessionid=stolen; Path=/",
-                "Access-Control-Allow-Origin": "https://evil.example",
-                "X-Ok": "1",
-            },
-            "body": "<script>alert(1)</script>",
-        },
-    )
-    response = client.get("/apps/quotes/api/evil")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Content-Security-Policy",
+        "Set-Cookie",
+        "set-cookie",
+        "Clear-Site-Data",
+        "Refresh",
+        "Access-Control-Allow-Origin",
+        "Strict-Transport-Security",
+        "WWW-Authenticate",
+        "Content-Length",
+        "X-Frame-Options",
+        "Set-Cookie: csrftoken=AAAA; Path=/; X-a",  # not a header name: a smuggled one
+        "X Quote",
+    ],
+)
+def test_a_route_spec_may_not_set_a_header_that_acts_on_the_panels_origin(save, name):
+    """The live app shares the panel's origin: cookies, Clear-Site-Data, CSP, CORS, HSTS or an
+    auth prompt set by agent-written data would act on the panel. Refused when saved, in words."""
+    spec = {"method": "GET", "path": "/evil", "headers": {name: "x"}, "body": "<b>x</b>"}
+    with pytest.raises(InvalidInput) as refused:
+        save("evil", spec)
+    assert refused.value.message.startswith(f"A route spec may not set the header “{name}”")
+    assert not Artifact.objects.filter(name="evil").exists()
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "https://evil.example/phish",
+        "//evil.example",
+        "/\\evil.example",
+        "/\t/evil.example",
+        "javascript:x",
+    ],
+)
+def test_a_route_may_redirect_only_within_the_site(client, save, location):
+    spec = {"method": "GET", "path": "/go", "status": 302, "headers": {"Location": location}}
+    with pytest.raises(InvalidInput) as refused:
+        save("go", spec)
+    assert "must be a path on this site" in refused.value.message
+    save("made", {"method": "POST", "path": "/q", "status": 201, "headers": {"Location": "/q/7"}})
+    made = client.post("/apps/quotes/api/q")
+    assert made.status_code == 201 and made["Location"] == "/q/7"
+
+
+def test_allowed_and_custom_headers_are_served_and_the_sandbox_stays(client, save):
+    headers = {"X-Quote": "1", "Cache-Control": "no-store", "ETag": '"v1"', "Vary": "Accept"}
+    save("ok", {"method": "GET", "path": "/ok", "headers": headers, "body": {"ok": True}})
+    response = client.get("/apps/quotes/api/ok")
+    assert response.status_code == 200
+    assert {k: response[k] for k in headers} == headers
     assert response["Content-Security-Policy"] == CSP
-    assert "sessionid" not in response.cookies
-    assert "Set-Cookie" not in response
-    assert response["Access-Control-Allow-Origin"] == "*"  # never one origin, so no cookies
-    assert response["X-Ok"] == "1"
+    assert "Set-Cookie" not in response and not response.cookies
+
+
+def test_a_body_nested_too_deeply_is_refused_and_nothing_is_served_as_a_traceback(client, save):
+    deep = "[" * 40 + "]" * 40
+    spec = '{"method": "GET", "path": "/deep", "body": ' + deep + "}"
+    with pytest.raises(InvalidInput) as refused:
+        save("deep", spec)
+    assert refused.value.message == "The route body is nested more than 32 levels deep."
+    save("fine", {"method": "GET", "path": "/fine", "body": json.loads("[" * 30 + "]" * 30)})
+    assert client.get("/apps/quotes/api/fine").status_code == 200
 
 
 def test_a_deleted_route_and_server_scripts_are_not_served(

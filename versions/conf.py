@@ -26,3 +26,9 @@ def turn_gap_seconds() -> int:
 def workspaces() -> dict[str, str]:
     """Registered workspaces for changes-log rollback: name -> folder."""
     return dict(getattr(settings, "VERSIONS_WORKSPACES", {}) or {})
+
+
+def live_cors() -> bool:
+    """Whether the live app's answers may be read from any origin (its own sandboxed pages
+    have an opaque origin, so reading their own API routes needs it)."""
+    return bool(getattr(settings, "VERSIONS_LIVE_CORS", True))

@@ -29,6 +29,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from versions import conf
 from versions.errors import InvalidInput
 from versions.models import API_ROUTE, FRONTEND_MODULE, PAGE, STYLESHEET, App, Artifact, Blob
 from versions.services.routes import RouteSpec, parse_route_spec
@@ -44,34 +45,22 @@ CONTENT_TYPES = {
 ASSET_COLLECTIONS = {"css": STYLESHEET, "js": FRONTEND_MODULE}
 NOT_FOUND = "Not found."
 METHOD_NOT_ALLOWED = "This route does not answer {method}."
-# Headers a route spec may not set: they would escape the sandbox (CSP), plant cookies on the
-# panel's origin, or corrupt the HTTP framing.
-_FORBIDDEN_HEADERS = {
-    "set-cookie",
-    "set-cookie2",
-    "content-security-policy",
-    "content-security-policy-report-only",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "upgrade",
-    "trailer",
-    "te",
-    "proxy-authenticate",
-}
+ROUTE_FAILED = "This route could not be served. The error was logged on the server."
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 _PARAM_SEGMENT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
 
 
 def _sandboxed(response: HttpResponse) -> HttpResponse:
     response["Content-Security-Policy"] = CSP
-    # The sandbox gives the app's own page an opaque origin ("null"), so its fetch() of its own
-    # API routes, or an ES module of its own, is a cross-origin read: allowed to any origin,
-    # never with credentials (the live app is public and reads no cookies).
-    response["Access-Control-Allow-Origin"] = "*"
     response["X-Content-Type-Options"] = "nosniff"
     response["Referrer-Policy"] = "no-referrer"
+    if conf.live_cors():
+        # The sandbox gives the app's own page an opaque origin ("null"), so its fetch() of its
+        # own API routes, or an ES module of its own, is a cross-origin read; a browser tells
+        # it from another site's by nothing it sends. So the live app, which is public, is
+        # readable from any origin — never with credentials (VERSIONS_LIVE_CORS=0 turns it
+        # off, and with it the pages' reads of their own routes).
+        response["Access-Control-Allow-Origin"] = "*"
     return response
 
 
@@ -120,7 +109,7 @@ def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str)
     response["ETag"] = etag
     # Always revalidate: a restore must show at the next load, not when a cache expires.
     response["Cache-Control"] = "no-cache"
-    return _sandboxed(response)
+    return response  # sandboxed by _live_reads
 
 
 @_live_reads
@@ -248,9 +237,8 @@ def _substitute(value: Any, params: dict[str, str]) -> Any:
 
 def _route_response(route: LiveRoute, params: dict[str, str], method: str) -> HttpResponse:
     spec = route.spec
-    headers = {
-        k: v for k, v in (spec.headers or {}).items() if k.strip().lower() not in _FORBIDDEN_HEADERS
-    }
+    # Only the headers routes.header_problem allows: a spec with any other is not served.
+    headers = dict(spec.headers or {})
     content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
     body = _substitute(spec.body, params)
     if spec.status in (204, 304) or method == "HEAD":
@@ -309,4 +297,9 @@ def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
             return _sandboxed(response)
         return _not_found()
     params = route.match(parts) or {}
-    return _sandboxed(_route_response(route, params, method))
+    try:
+        response = _route_response(route, params, method)
+    except Exception:  # a spec no rule foresaw: an answer in words, sandboxed all the same
+        logger.exception("route %s of app %s could not be served", route.name, slug)
+        response = HttpResponse(ROUTE_FAILED, status=500, content_type="text/plain; charset=utf-8")
+    return _sandboxed(response)

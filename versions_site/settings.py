@@ -161,6 +161,10 @@ VERSIONS_MAX_STORED_BYTES = _int_env("VERSIONS_MAX_STORED_BYTES", 1_572_864)
 VERSIONS_MAX_WRITE_BYTES = _int_env("VERSIONS_MAX_WRITE_BYTES", 10 * 1024 * 1024)
 VERSIONS_POINTS_PER_APP = _int_env("VERSIONS_POINTS_PER_APP", 200)
 VERSIONS_TURN_GAP_SECONDS = _int_env("VERSIONS_TURN_GAP_SECONDS", 600)
+# The live app's answers readable from any origin (Access-Control-Allow-Origin: *, never with
+# credentials): its sandboxed pages need it to fetch their own API routes. 0 on a private
+# network whose live apps must not be readable by pages of other sites a visitor opens.
+VERSIONS_LIVE_CORS = os.environ.get("VERSIONS_LIVE_CORS", "1") != "0"
 # The agent API takes sources up to VERSIONS_MAX_WRITE_BYTES inside JSON, where escaping can
 # make a body up to six times longer (\u0001); bigger bodies answer 413 (JSON), never a 400 page.
 DATA_UPLOAD_MAX_MEMORY_SIZE = VERSIONS_MAX_WRITE_BYTES * 6 + 1_048_576

@@ -4,9 +4,12 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from versions.api import api, api_home, no_such_endpoint
+from versions.views.signin import SignInView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Django's sign-in, with ``next`` kept to the panel (never the agent-written live app).
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", api_home),  # before the API's own root, which is an HTML 404 off DEBUG
     path("api/v1/", api.urls),

@@ -32,6 +32,36 @@ SPEC_BAD_PATH = (
 )
 SPEC_BAD_STATUS = "The route status must be a whole number from 100 to 599 (got {status})."
 SPEC_BAD_HEADERS = "The route headers must be an object of text names to text values."
+SPEC_HEADER_NOT_ALLOWED = (
+    "A route spec may not set the header “{name}”: it may set Content-Type, Cache-Control, "
+    "ETag, Last-Modified, Expires, Vary, Content-Language, Retry-After, a relative Location "
+    "and X-… headers."
+)
+SPEC_LOCATION_NOT_RELATIVE = (
+    "The route header Location must be a path on this site, like “/quotes/42” (got {value})."
+)
+SPEC_TOO_DEEP = "The route body is nested more than {depth} levels deep."
+# The headers a route spec may set. The live app is served on the panel's origin, so anything
+# that acts on the origin (cookies, Clear-Site-Data, CSP, HSTS, authentication prompts, CORS)
+# or on the connection stays ours; an off-site Location would make the panel an open redirect.
+ALLOWED_HEADERS = frozenset(
+    {
+        "content-type",
+        "cache-control",
+        "etag",
+        "last-modified",
+        "expires",
+        "vary",
+        "content-language",
+        "retry-after",
+        "location",
+    }
+)
+_CUSTOM_HEADER = "x-"
+_NOT_CUSTOM = frozenset({"x-content-type-options", "x-frame-options", "x-xss-protection"})
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # RFC 9110 field names
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+MAX_BODY_DEPTH = 32
 SPEC_DUPLICATE_PARAM = "The route path names the parameter {{{name}}} twice."
 ROUTE_AMBIGUOUS = (
     "Another live route of this app already answers {key}: “{other}”. "
@@ -105,9 +135,45 @@ def parse_route_spec(source: str) -> RouteSpec:
         for k, v in headers.items()
     ):
         raise InvalidInput(SPEC_BAD_HEADERS, field="source", status=422)
+    for name, value in headers.items():
+        problem = header_problem(name, value)
+        if problem:
+            raise InvalidInput(problem, field="source", status=422)
+    if _depth(data.get("body")) > MAX_BODY_DEPTH:
+        raise InvalidInput(SPEC_TOO_DEEP.format(depth=MAX_BODY_DEPTH), field="source", status=422)
     return RouteSpec(
         method=method.upper(), path=path, status=status, headers=headers, body=data.get("body")
     )
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """Why a route spec may not send header ``name: value``, or None when it may."""
+    lower = name.lower()
+    custom = lower.startswith(_CUSTOM_HEADER) and lower not in _NOT_CUSTOM
+    if not _TOKEN.match(name) or not (lower in ALLOWED_HEADERS or custom):
+        return SPEC_HEADER_NOT_ALLOWED.format(name=name)
+    if lower == "location":
+        # Browsers drop tabs and spaces from URLs and read "\\" as "/": "/\\t/evil.example" or
+        # "/\\evil.example" would leave the site, so neither is allowed in a Location.
+        odd = any(ord(c) <= 32 or ord(c) == 127 or c == "\\" for c in value)
+        if odd or _SCHEME.match(value) or value.startswith("//"):
+            return SPEC_LOCATION_NOT_RELATIVE.format(value=json.dumps(value))
+    return None
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (0 for a scalar), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level)
+            if level > MAX_BODY_DEPTH:
+                break
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def find_ambiguity(app_id: int, key: str, *, exclude_pk: int | None) -> Artifact | None:
