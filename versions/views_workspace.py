@@ -40,8 +40,11 @@ from versions.views._common import (
 )
 from versions.workspace import (
     ChangesLogError,
+    NotRegularFileError,
+    OutsideWorkspaceError,
     RollbackInputError,
     load_changes_log,
+    open_for_reading,
     plan_rollback,
     rollback,
     summary,
@@ -319,22 +322,17 @@ def _describe(later: list[LaterLog]) -> str:
 
 def _content_digest(path: Path, root: Path) -> str | None:
     """sha256 of a regular file inside `root`; "missing" when there is none; None when unknown."""
-    real = Path(os.path.realpath(path))
-    if real != root and root not in real.parents:
-        return None
     try:
-        st = os.stat(real)
+        # Opened without following a final symlink, checked inside the workspace once open.
+        fd, st = open_for_reading(root, path)
     except FileNotFoundError:
         return "missing"
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_COMPARED_BYTES:
-        return None
     digest = hashlib.sha256()
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            if st.st_size > MAX_COMPARED_BYTES:
                 return None
             while chunk := handle.read(1024 * 1024):
                 digest.update(chunk)
@@ -484,27 +482,22 @@ class FileSide:
 
 
 def read_side(path: Path, root: Path) -> FileSide:
-    """Read a file the engine already contained; re-check containment, cap the size, no FIFOs."""
-    real = Path(os.path.realpath(path))
-    if real != root and root not in real.parents:
-        return FileSide("special")
+    """Read a file the engine already contained; re-check containment on the open file (the
+    same check as the rollback's reads), cap the size, no FIFOs or devices."""
     try:
-        st = os.stat(real)
+        fd, st = open_for_reading(root, path)
     except FileNotFoundError:
         return FileSide("missing")
+    except IsADirectoryError:
+        return FileSide("folder")
+    except (OutsideWorkspaceError, NotRegularFileError):
+        return FileSide("special")
     except OSError as exc:
         return FileSide("unreadable", reason=exc.strerror or str(exc))
-    if stat.S_ISDIR(st.st_mode):
-        return FileSide("folder")
-    if not stat.S_ISREG(st.st_mode):
-        return FileSide("special")
-    if st.st_size > MAX_SHOWN_BYTES:
-        return FileSide("too_big", size=st.st_size)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return FileSide("special")
+            if st.st_size > MAX_SHOWN_BYTES:
+                return FileSide("too_big", size=st.st_size)
             raw = handle.read(MAX_SHOWN_BYTES + 1)
     except OSError as exc:
         return FileSide("unreadable", reason=exc.strerror or str(exc))
@@ -858,6 +851,11 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
         return _after(request, state, {"error": BUSY}, status=409)
     except OSError as exc:
         error = STOPPED.format(error=exc.strerror or exc, undo=f"{UNDO_DIR}/")
+        return _after(request, state, {"error": error}, status=200)
+    except ValueError as exc:
+        # A path that left the workspace while the rollback ran: said in words, never a 500.
+        logger.warning("workspace rollback of %s stopped: %s", state.ref.label, exc)
+        error = STOPPED.format(error=exc, undo=f"{UNDO_DIR}/")
         return _after(request, state, {"error": error}, status=200)
     logger.info(
         "workspace rollback of %s/%s (phase %s) by %s: %s; undo log %s",

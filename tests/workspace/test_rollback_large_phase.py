@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -45,11 +44,11 @@ def test_every_file_is_in_the_undo_log_on_disk_before_it_changes(big_phase, monk
     log_writes = 0
     changed: list[str] = []
 
-    real_write = rollback_module.write_changes_log
+    real_write = rollback_module.write_undo_log
 
-    def write_log(log, path):
+    def write_log(log, path, workspace):
         nonlocal log_writes
-        real_write(log, path)
+        real_write(log, path, workspace)
         log_writes += 1
         on_disk.clear()
         on_disk.update(entry.path for entry in log.files_modified)
@@ -65,27 +64,26 @@ def test_every_file_is_in_the_undo_log_on_disk_before_it_changes(big_phase, monk
         assert rel in on_disk or any(p.as_posix() in on_disk for p in Path(rel).parents), rel
         changed.append(rel)
 
-    real_replace, real_unlink, real_rmtree = os.replace, Path.unlink, shutil.rmtree
+    # Every write and delete of the engine goes through these two (by fd, inside the
+    # workspace); every file they change must be in the undo log on disk already.
+    real_replace, real_remove = rollback_module.replace_file, rollback_module.remove_inside
 
-    def replace(src, dst, *args, **kwargs):
-        check(dst)
-        return real_replace(src, dst, *args, **kwargs)
+    def replace(workspace, destination, *args, **kwargs):
+        check(destination)
+        return real_replace(workspace, destination, *args, **kwargs)
 
-    def unlink(self, *args, **kwargs):
-        if not self.name.startswith(".rollback-"):  # the restore's own temp file
-            check(self)
-        return real_unlink(self, *args, **kwargs)
+    def remove(workspace, path):
+        if Path(path).is_dir() and not Path(path).is_symlink():  # every file in it is kept
+            for current, _dirs, files in os.walk(path):
+                for name in files:
+                    check(Path(current) / name)
+        else:
+            check(path)
+        return real_remove(workspace, path)
 
-    def rmtree(path, *args, **kwargs):
-        for current, _dirs, files in os.walk(path):  # a folder: every file in it is kept
-            for name in files:
-                check(Path(current) / name)
-        return real_rmtree(path, *args, **kwargs)
-
-    monkeypatch.setattr(rollback_module, "write_changes_log", write_log)
-    monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(Path, "unlink", unlink)
-    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    monkeypatch.setattr(rollback_module, "write_undo_log", write_log)
+    monkeypatch.setattr(rollback_module, "replace_file", replace)
+    monkeypatch.setattr(rollback_module, "remove_inside", remove)
 
     report = rollback(root / LOG, "big", confirm=lambda prompt: True, workspace=root)
     monkeypatch.undo()

@@ -93,7 +93,7 @@ def test_example_1_full_rollback_restores_deletes_reverts_and_cleans(
     assert list(result.report)[:2] == ["success", "phase"]
     assert_volatile_keys(result.report)
     assert result.exit_code == EXIT_OK
-    assert fake_pnpm.read_text() == "install\n"
+    assert fake_pnpm.read_text() == "install --ignore-scripts --ignore-pnpmfile\n"
     # Everything succeeded, so the backups went too; the tree is the pre-phase tree again.
     assert not (repo / ".rollback").exists()
     assert snapshot(repo, ignore=(".bug-changes.json",)) == before

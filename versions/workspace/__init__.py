@@ -20,6 +20,7 @@ from .rollback import (
     run_rollback,
     summary,
 )
+from .safeio import NotRegularFileError, OutsideWorkspaceError, open_for_reading
 from .tracker import ChangesTracker
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "ChangesLogError",
     "ChangesTracker",
     "ModifiedFile",
+    "NotRegularFileError",
+    "OutsideWorkspaceError",
     "RollbackInputError",
     "RollbackPlan",
     "RollbackResult",
@@ -38,6 +41,7 @@ __all__ = [
     "confirmation_prompt",
     "is_commit_id",
     "load_changes_log",
+    "open_for_reading",
     "plan_rollback",
     "resolve_in_workspace",
     "rollback",

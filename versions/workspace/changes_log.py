@@ -177,11 +177,16 @@ def validate_changes_log(data: dict[str, Any]) -> ChangesLog:
     )
 
 
+def render_changes_log(log: ChangesLog) -> str:
+    """`log` as the text `write_changes_log` writes."""
+    return _readable_json(log.to_dict())
+
+
 def write_changes_log(log: ChangesLog, path: str | os.PathLike[str]) -> None:
     """Write `log` to `path` atomically: a crash leaves the old log or the new, never half."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = _readable_json(log.to_dict())
+    payload = render_changes_log(log)
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -25,17 +26,31 @@ from .changes_log import (
     ChangesLogError,
     ModifiedFile,
     load_changes_log,
+    render_changes_log,
     utc_timestamp,
-    write_changes_log,
 )
 from .paths import (
     BACKUP_DIR,
     UNDO_DIR,
     UnsafePathError,
+    git_config_refusal,
     git_env,
+    identity_env,
     relative_name,
     resolve_in_workspace,
+    run_git,
     workspace_root,
+)
+from .safeio import (
+    LEADS_OUTSIDE,
+    OutsideWorkspaceError,
+    copy_into,
+    is_inside,
+    lstat_inside,
+    open_for_reading,
+    open_parent,
+    remove_inside,
+    replace_file,
 )
 
 EXIT_OK = 0
@@ -94,6 +109,9 @@ GIT_DETACHED = "Cannot revert git commits: HEAD is detached"
 PHASE_MISMATCH = 'Changes log is for phase "{log_phase}", not "{phase}"'
 BAD_COMMIT_ID = 'Refused git commit id "{sha}": a commit id is 4 to 64 hexadecimal digits'
 UNDO_DIR_UNSAFE = f"{UNDO_DIR}/ is not a plain folder, so counter-backups cannot be kept"
+GIT_REFUSED = "Cannot revert git commits: {reason}"
+# pnpm runs no lifecycle script of the workspace's package.json and loads no .pnpmfile.cjs.
+PNPM_INSTALL_ARGS = ("install", "--ignore-scripts", "--ignore-pnpmfile")
 
 GIT_TIMEOUT = 120
 PNPM_TIMEOUT = 1800
@@ -392,7 +410,12 @@ class _UndoRecorder:
         rel = relative_name(self.root, path)
         if rel in self._seen:
             return
-        if path.is_symlink() or not path.is_file():
+        try:
+            # Only sorts files from links; copy_into below checks where the file really is.
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
             # A symlink or special file cannot be expressed in a changes log; say so in it,
             # and in the report's warnings.
             self._ensure().metadata.setdefault("not_restorable", []).append(rel)
@@ -403,8 +426,9 @@ class _UndoRecorder:
         log = self._ensure()
         assert self.dir is not None
         backup = self.dir / "files" / rel
-        backup.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, backup, follow_symlinks=False)
+        # Read by fd, checked inside the workspace once open; written inside `.rollback-undo/`
+        # through its checked folder: a symlink swapped in meanwhile leads nowhere.
+        copy_into(self.root, path, backup, keep_times=True, undo_ok=True, fresh=True)
         log.files_modified.append(ModifiedFile(path=rel, backup=relative_name(self.root, backup)))
         self._seen.add(rel)
         self._dirty = True
@@ -452,7 +476,9 @@ class _UndoRecorder:
             while folder.exists():
                 suffix += 1
                 folder = base / f"{stamp}-{suffix}"
-            folder.mkdir(parents=True)
+            # Made from the root one folder at a time, never through a symlink.
+            made, _ = open_parent(self.root, folder / UNDO_LOG_NAME, undo_ok=True, create=True)
+            os.close(made)
             self.dir = folder
             self.log = ChangesLog.new(self.phase)
             self.log.metadata = {
@@ -464,7 +490,13 @@ class _UndoRecorder:
 
     def _write(self) -> None:
         assert self.log is not None and self.log_path is not None
-        write_changes_log(self.log, self.log_path)
+        write_undo_log(self.log, self.log_path, self.root)
+
+
+def write_undo_log(log: ChangesLog, path: Path, root: Path) -> None:
+    """Write the counter log atomically, inside `.rollback-undo/` through its checked folder."""
+    data = render_changes_log(log).encode("utf-8")
+    replace_file(root, path, data=data, undo_ok=True, fsync=True)
 
 
 class _Engine:
@@ -475,13 +507,21 @@ class _Engine:
         self.root = plan.root
         self.report = report
         self.undo = undo
+        self._git_home: str | None = None
+        self._git_extra_env: dict[str, str] = {}
 
     def run(self) -> None:
-        self.restore_modified_files()
-        self.delete_created_files()
-        self.revert_commands()
-        self.revert_git_commits()
-        self.clean_up()
+        # git gets an empty HOME of its own, never the server user's.
+        with tempfile.TemporaryDirectory(prefix="versions-git-home-") as home:
+            self._git_home = home
+            try:
+                self.restore_modified_files()
+                self.delete_created_files()
+                self.revert_commands()
+                self.revert_git_commits()
+                self.clean_up()
+            finally:
+                self._git_home = None
         self.undo.flush()  # what was kept for a change that then failed is in the log too
 
     # Step 4
@@ -513,8 +553,10 @@ class _Engine:
     def _keep_before_restore(self, target: Path) -> Path:
         """Keep what restoring `target` will overwrite (or note what it will create); returns
         where the restore writes."""
-        # Write where a symlink points (as cp would), already checked to be inside the workspace.
+        # Write where a symlink points (as cp would), if that is still inside the workspace.
         destination = Path(os.path.realpath(target))
+        if not is_inside(destination, self.root):
+            raise OutsideWorkspaceError(target, LEADS_OUTSIDE)
         if destination.is_dir():
             raise IsADirectoryError(21, "is a directory")
         if destination.exists():
@@ -527,17 +569,14 @@ class _Engine:
         return destination
 
     def _restore(self, destination: Path, backup: Path) -> None:
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        # Temp file + replace: atomic, and never writes through a hard link to another file.
-        fd, temp = tempfile.mkstemp(prefix=".rollback-", dir=destination.parent)
-        os.close(fd)
+        # The backup is read from an fd opened without following a final symlink and checked to
+        # be inside the workspace once open; the target is written as a temp file in its checked
+        # parent folder and renamed over its name: atomic, never through a symlink or hard link.
+        fd, _ = open_for_reading(self.root, backup)
         try:
-            shutil.copyfile(backup, temp)
-            shutil.copymode(destination if destination.exists() else backup, temp)
-            os.replace(temp, destination)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+            replace_file(self.root, destination, source_fd=fd)
+        finally:
+            os.close(fd)
 
     # Step 5
     def delete_created_files(self) -> None:
@@ -570,17 +609,15 @@ class _Engine:
         self._delete(path)
 
     def _keep_before_remove(self, path: Path) -> None:
-        if path.is_dir() and not path.is_symlink():
+        if stat.S_ISDIR(lstat_inside(self.root, path).st_mode):
             self.undo.save_tree(path)
         else:
             self.undo.save_file(path)
 
-    @staticmethod
-    def _delete(path: Path) -> None:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    def _delete(self, path: Path) -> None:
+        # By name inside its checked parent folder: a folder swapped for a symlink meanwhile
+        # cannot lead the delete outside the workspace.
+        remove_inside(self.root, path)
 
     def _in_batches(
         self,
@@ -637,12 +674,21 @@ class _Engine:
         if lockfile.is_file():
             self.undo.save_file(lockfile)  # pnpm may rewrite it; node_modules is rebuilt anyway
             self.undo.flush()
-        if self._run([pnpm, "install"], command, timeout=PNPM_TIMEOUT):
+        if self._run([pnpm, *PNPM_INSTALL_ARGS], command, timeout=PNPM_TIMEOUT):
             self._command_reverted(RERAN_PNPM_INSTALL)
 
     def _unstage(self, command: str) -> None:
-        if self._run(["git", "restore", "--staged", "--", "."], command, timeout=GIT_TIMEOUT):
-            self._command_reverted(UNSTAGED)
+        refusal = self._git_refusal()
+        if refusal is not None:
+            self.report.errors.append(COMMAND_FAILED.format(command=command, reason=refusal))
+            self.report.warnings.append(CANNOT_AUTO_REVERT.format(command=command))
+            return
+        result = self._git("restore", "--staged", "--", ".")
+        if result.returncode != 0:
+            reason = _last_line(result.stderr or result.stdout) or f"exit {result.returncode}"
+            self.report.errors.append(COMMAND_FAILED.format(command=command, reason=reason))
+            return
+        self._command_reverted(UNSTAGED)
 
     def _remove_dist(self, command: str) -> None:
         dist = self.root / "dist"
@@ -666,13 +712,14 @@ class _Engine:
 
     def _run(self, argv: list[str], command: str, *, timeout: int) -> bool:
         # Argument lists only, never a shell: nothing from the log reaches an interpreter.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         try:
             result = subprocess.run(
                 argv,
                 cwd=self.root,
                 capture_output=True,
                 text=True,
-                env=git_env(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 timeout=timeout,
                 check=False,
@@ -690,6 +737,13 @@ class _Engine:
     def revert_git_commits(self) -> None:
         commits = self.plan.log.git_commits
         if not commits:
+            return
+        refusal = self._git_refusal()
+        if refusal is not None:
+            self.report.errors.append(GIT_REFUSED.format(reason=refusal))
+            self.report.warnings.extend(
+                MANUAL_RESOLUTION.format(sha=sha) for sha in reversed(commits)
+            )
             return
         if self._git("rev-parse", "--is-inside-work-tree").returncode != 0:
             self.report.errors.append(GIT_UNAVAILABLE.format(root=self.root))
@@ -727,20 +781,20 @@ class _Engine:
             reason = _last_line(result.stderr or result.stdout) or f"exit {result.returncode}"
             self.report.errors.append(REVERT_FAILED.format(sha=sha, reason=reason))
 
+    def _git_refusal(self) -> str | None:
+        """Read the workspace's own git config before running git there: why git may not run
+        (it would run a program the workspace names), or None. Run before each git step."""
+        assert self._git_home is not None
+        refusal, config = git_config_refusal(self.root, self._git_home)
+        self._git_extra_env = identity_env(config) if refusal is None else {}
+        return refusal
+
     def _git(self, *args: str) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                ["git", *args],
-                cwd=self.root,
-                capture_output=True,
-                text=True,
-                env=git_env(),
-                stdin=subprocess.DEVNULL,
-                timeout=GIT_TIMEOUT,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            return subprocess.CompletedProcess(["git", *args], 1, "", _why(exc))
+        """git with hooks, fsmonitor and signing off, no system or global config, an empty HOME.
+        Only called after `_git_refusal()` found nothing in the workspace's config."""
+        assert self._git_home is not None
+        env = {**git_env(self._git_home), **self._git_extra_env}
+        return run_git(self.root, self._git_home, *args, env=env, timeout=GIT_TIMEOUT)
 
     # Step 8
     def clean_up(self) -> None:
