@@ -42,6 +42,20 @@ def write_log(root: Path, name: str, data: dict[str, Any]) -> Path:
     return path
 
 
+def phase_log(root: Path, name: str = ".bug-changes.json", **fields: Any) -> Path:
+    """A changes log of phase "bug-fixing" in ``root`` with ``fields`` over empty lists."""
+    data: dict[str, Any] = {
+        "phase": "bug-fixing",
+        "timestamp": "2025-10-18T14:30:00Z",
+        "files_modified": [],
+        "files_created": [],
+        "commands_executed": [],
+        "git_commits": [],
+        **fields,
+    }
+    return write_log(root, name, data)
+
+
 def snapshot(root: Path, *, ignore: tuple[str, ...] = ()) -> dict[str, bytes]:
     """Every file under `root` (relative path → bytes), without .git, .rollback-undo, `ignore`."""
     files: dict[str, bytes] = {}

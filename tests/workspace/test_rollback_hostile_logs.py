@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rollback_helpers import git, porcelain, snapshot, write, write_log
+from rollback_helpers import git, phase_log, porcelain, snapshot, write
 
 from versions.workspace import (
     EXIT_BAD_INPUT,
@@ -20,16 +20,7 @@ from versions.workspace import (
 
 
 def hostile_log(root: Path, **fields: Any) -> Path:
-    data: dict[str, Any] = {
-        "phase": "bug-fixing",
-        "timestamp": "2025-10-18T14:30:00Z",
-        "files_modified": [],
-        "files_created": [],
-        "commands_executed": [],
-        "git_commits": [],
-    }
-    data.update(fields)
-    return write_log(root, ".bug-changes.json", data)
+    return phase_log(root, **fields)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
-from rollback_helpers import commit_all, git, write, write_log
+from rollback_helpers import commit_all, git, phase_log, write
 
 from versions import views_workspace
 from versions.workspace import OutsideWorkspaceError, open_for_reading, rollback
@@ -26,16 +26,7 @@ LOG = ".bug-changes.json"
 
 
 def a_log(root: Path, **fields: Any) -> Path:
-    data = {
-        "phase": "bug-fixing",
-        "timestamp": "2025-10-18T14:30:00Z",
-        "files_modified": [],
-        "files_created": [],
-        "commands_executed": [],
-        "git_commits": [],
-        **fields,
-    }
-    return write_log(root, LOG, data)
+    return phase_log(root, LOG, **fields)
 
 
 def run(root: Path) -> dict[str, Any]:
