@@ -11,7 +11,15 @@ from django.db import DatabaseError
 from django.test import override_settings
 
 from versions import ids, services
-from versions.errors import InvalidInput, NotFound, StaleWrite, VersionsError
+from versions.errors import (
+    Conflict,
+    InvalidInput,
+    InvalidSpec,
+    NotFound,
+    StaleWrite,
+    TooLarge,
+    VersionsError,
+)
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
 from versions.services import _sql, validation
 
@@ -254,7 +262,7 @@ def test_sources_over_the_write_limit_are_refused(app):
     with pytest.raises(InvalidInput) as exc:
         write(app, "index", "é" * 501)  # 1002 bytes in UTF-8
     assert exc.value.message == validation.SOURCE_TOO_LARGE.format(size=1002, limit=1000)
-    assert exc.value.status == 413
+    assert isinstance(exc.value, TooLarge)
     nothing_written(app)
     write(app, "index", "é" * 500)  # exactly 1000 bytes is fine
 
@@ -514,7 +522,7 @@ ROUTE_SPEC = '{"method": "GET", "path": "/quotes/{id}", "status": 200, "body": {
 def test_route_writes_validate_the_spec(app):
     with pytest.raises(InvalidInput, match="not valid JSON") as exc:
         write(app, "quote", "{not json", collection=ROUTE)
-    assert exc.value.status == 422
+    assert isinstance(exc.value, InvalidSpec)
     with pytest.raises(InvalidInput, match="method must be one of"):
         write(app, "quote", '{"method": "BREW", "path": "/x"}', collection=ROUTE)
     with pytest.raises(InvalidInput, match="path must start with"):
@@ -528,7 +536,7 @@ def test_ambiguous_routes_are_refused(app):
     write(app, "quote", ROUTE_SPEC, collection=ROUTE)
     with pytest.raises(InvalidInput, match="already answers GET /quotes/\\{\\}") as exc:
         write(app, "quote2", ROUTE_SPEC.replace("{id}", "{qid}"), collection=ROUTE)
-    assert exc.value.status == 409
+    assert isinstance(exc.value, Conflict)
     assert Artifact.objects.filter(app=app).count() == 1
     # A different method is a different route; deleting frees the path.
     write(app, "quote-post", ROUTE_SPEC.replace("GET", "POST"), collection=ROUTE)

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from versions.errors import InvalidInput, PreflightFailed
+from versions.errors import Conflict, InvalidInput, PreflightFailed
 from versions.models import (
     API_ROUTE,
     FRONTEND_MODULE,
@@ -298,7 +298,7 @@ def test_no_release_marked_is_a_clear_error(app):
     message = NO_RELEASE.format(slug=app.slug)
     with pytest.raises(InvalidInput) as caught:
         restore_to_release(app, by="rvaid")
-    assert caught.value.message == message and caught.value.status == 409
+    assert caught.value.message == message and isinstance(caught.value, Conflict)
     with pytest.raises(InvalidInput):
         since_release(app)
     release = turn(app, {INDEX: "v2\n"}, "t2")

@@ -30,7 +30,18 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from versions import conf, services
-from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
+from versions.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    InvalidSpec,
+    NotFound,
+    PreflightFailed,
+    StaleWrite,
+    TooLarge,
+    Unauthenticated,
+    VersionsError,
+)
 from versions.models import AgentToken, App, Artifact, ChangeSet, RestorePoint
 from versions.services.tokens import token_app_slugs, token_can_restore, verify_token
 from versions.services.validation import validate_collection, validate_name
@@ -157,18 +168,35 @@ def _on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
     return _error(request, exc.status, exc.code, exc.message, **exc.extra)
 
 
+# The one error → status table of the API (errors carry no HTTP status; SPEC §12). The first
+# class an error is an instance of gives its status, so subclasses come before their bases.
+ERROR_STATUS: tuple[tuple[type[VersionsError], int], ...] = (
+    (PreflightFailed, 409),
+    (StaleWrite, 409),
+    (NotFound, 404),
+    (Forbidden, 403),
+    (Unauthenticated, 401),
+    (TooLarge, 413),
+    (Conflict, 409),
+    (InvalidSpec, 422),
+    (InvalidInput, 400),
+    (VersionsError, 400),
+)
+
+
+def status_of(exc: VersionsError) -> int:
+    """The HTTP status of a service error, from the table above."""
+    return next(status for cls, status in ERROR_STATUS if isinstance(exc, cls))
+
+
 def _on_versions_error(request: HttpRequest, exc: VersionsError) -> HttpResponse:
-    if isinstance(exc, StaleWrite):
-        return _error(request, 409, "stale_write", exc.message, current_sha256=exc.current_sha256)
+    status = status_of(exc)
     if isinstance(exc, PreflightFailed):
-        return api.create_response(request, exc.answer(), status=409)
-    if isinstance(exc, NotFound):
-        return _error(request, 404, "not_found", exc.message)
-    if isinstance(exc, InvalidInput):
-        code = {409: "conflict", 413: "too_large"}.get(exc.status, "invalid_input")
-        extra = {"field": exc.field} if exc.field else {}
-        return _error(request, exc.status, code, exc.message, **extra)
-    return _error(request, 400, exc.code, exc.message)
+        return api.create_response(request, exc.answer(), status=status)
+    if isinstance(exc, StaleWrite):
+        return _error(request, status, exc.code, exc.message, current_sha256=exc.current_sha256)
+    extra = {"field": exc.field} if isinstance(exc, InvalidInput) and exc.field else {}
+    return _error(request, status, exc.code, exc.message, **extra)
 
 
 def _on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:

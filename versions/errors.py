@@ -1,4 +1,8 @@
-"""Errors raised by the Versions services. Every message is meant for a person to read."""
+"""Errors raised by the Versions services. Every message is meant for a person to read.
+
+No error here knows about HTTP: each door translates them into its own medium (the API's one
+error → status table in ``versions.api.errors``, the panel's pages, MCP's ``isError`` results).
+"""
 
 from __future__ import annotations
 
@@ -16,20 +20,49 @@ class VersionsError(Exception):
 
 
 class InvalidInput(VersionsError):
-    """The request itself is not acceptable (bad name, collection, source or spec)."""
+    """The request itself is not acceptable (bad name, collection or source)."""
 
     code = "invalid_input"
 
-    def __init__(self, message: str, *, field: str | None = None, status: int = 400) -> None:
+    def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
-        self.status = status
+
+
+class InvalidSpec(InvalidInput):
+    """A route spec (``pltf_api_route`` source) does not parse or breaks a rule of SPEC §5."""
+
+    code = "invalid_input"
+
+
+class TooLarge(InvalidInput):
+    """A source or request is larger than this installation accepts; nothing was written."""
+
+    code = "too_large"
+
+
+class Conflict(InvalidInput):
+    """The request clashes with the app's state (an ambiguous route, no release to restore to)."""
+
+    code = "conflict"
 
 
 class NotFound(VersionsError):
-    """The app, artifact, restore point or change set does not exist."""
+    """The app, artifact, restore point or change set does not exist (for this caller)."""
 
     code = "not_found"
+
+
+class Forbidden(VersionsError):
+    """The caller may not do this (outside its apps, or without the permission or role)."""
+
+    code = "forbidden"
+
+
+class Unauthenticated(VersionsError):
+    """No valid credentials: a missing, unknown, revoked or expired token."""
+
+    code = "unauthorized"
 
 
 class StaleWrite(VersionsError):
@@ -40,6 +73,12 @@ class StaleWrite(VersionsError):
     def __init__(self, message: str, *, current_sha256: str) -> None:
         super().__init__(message)
         self.current_sha256 = current_sha256
+
+
+class PreconditionFailed(StaleWrite):
+    """An HTTP-style precondition (If-Match, If-None-Match) does not hold; nothing was written."""
+
+    code = "precondition_failed"
 
 
 class PreflightFailed(VersionsError):

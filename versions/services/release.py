@@ -22,7 +22,7 @@ from typing import Any
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
 
 from versions import conf, selectors
-from versions.errors import InvalidInput
+from versions.errors import Conflict
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
 from versions.services.capture import resolve_app
 from versions.services.restore import (
@@ -266,7 +266,7 @@ def release_set(app: App | str) -> ChangeSet:
     marked = App.objects.filter(pk=app_obj.pk).values("release_set_id")[:1]
     cs = ChangeSet.objects.filter(pk=Subquery(marked)).first()
     if cs is None:
-        raise InvalidInput(NO_RELEASE.format(slug=app_obj.slug), status=409)
+        raise Conflict(NO_RELEASE.format(slug=app_obj.slug))
     return cs
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from versions.errors import InvalidInput
+from versions.errors import Conflict, InvalidSpec
 from versions.models import API_ROUTE, App, Artifact
 from versions.services._store import repoint
 
@@ -95,37 +95,30 @@ def parse_route_spec(source: str) -> RouteSpec:
     try:
         data = json.loads(source)
     except (ValueError, RecursionError) as exc:
-        raise InvalidInput(SPEC_NOT_JSON.format(detail=exc), field="source", status=422)
+        raise InvalidSpec(SPEC_NOT_JSON.format(detail=exc), field="source")
     if not isinstance(data, dict):
-        raise InvalidInput(SPEC_NOT_OBJECT, field="source", status=422)
+        raise InvalidSpec(SPEC_NOT_OBJECT, field="source")
     method = data.get("method", "GET")
     if not isinstance(method, str) or method.upper() not in METHODS:
-        raise InvalidInput(
+        raise InvalidSpec(
             SPEC_BAD_METHOD.format(methods=", ".join(METHODS), method=json.dumps(method)),
             field="source",
-            status=422,
         )
     path = data.get("path")
     if not isinstance(path, str) or not path.startswith("/") or len(path) > 300:
-        raise InvalidInput(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source", status=422)
+        raise InvalidSpec(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source")
     names: set[str] = set()
     for segment in [s for s in path.strip("/").split("/") if s]:
         param = _PARAM.match(segment)
         if param:
             if param.group(1) in names:
-                raise InvalidInput(
-                    SPEC_DUPLICATE_PARAM.format(name=param.group(1)), field="source", status=422
-                )
+                raise InvalidSpec(SPEC_DUPLICATE_PARAM.format(name=param.group(1)), field="source")
             names.add(param.group(1))
         elif not _SEGMENT.match(segment):
-            raise InvalidInput(
-                SPEC_BAD_PATH.format(path=json.dumps(path)), field="source", status=422
-            )
+            raise InvalidSpec(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source")
     status = data.get("status", 200)
     if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
-        raise InvalidInput(
-            SPEC_BAD_STATUS.format(status=json.dumps(status)), field="source", status=422
-        )
+        raise InvalidSpec(SPEC_BAD_STATUS.format(status=json.dumps(status)), field="source")
     headers = data.get("headers", {}) or {}
     if not isinstance(headers, dict) or not all(
         isinstance(k, str)
@@ -134,13 +127,13 @@ def parse_route_spec(source: str) -> RouteSpec:
         and k.strip()
         for k, v in headers.items()
     ):
-        raise InvalidInput(SPEC_BAD_HEADERS, field="source", status=422)
+        raise InvalidSpec(SPEC_BAD_HEADERS, field="source")
     for name, value in headers.items():
         problem = header_problem(name, value)
         if problem:
-            raise InvalidInput(problem, field="source", status=422)
+            raise InvalidSpec(problem, field="source")
     if _depth(data.get("body")) > MAX_BODY_DEPTH:
-        raise InvalidInput(SPEC_TOO_DEEP.format(depth=MAX_BODY_DEPTH), field="source", status=422)
+        raise InvalidSpec(SPEC_TOO_DEEP.format(depth=MAX_BODY_DEPTH), field="source")
     return RouteSpec(
         method=method.upper(), path=path, status=status, headers=headers, body=data.get("body")
     )
@@ -189,9 +182,7 @@ def check_route_source(app_id: int, artifact_pk: int | None, source: str) -> Rou
     spec = parse_route_spec(source)
     other = find_ambiguity(app_id, spec.key, exclude_pk=artifact_pk)
     if other is not None:
-        raise InvalidInput(
-            ROUTE_AMBIGUOUS.format(key=spec.key, other=other.name), field="source", status=409
-        )
+        raise Conflict(ROUTE_AMBIGUOUS.format(key=spec.key, other=other.name), field="source")
     return spec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 
 from versions import conf
-from versions.errors import InvalidInput
+from versions.errors import InvalidInput, TooLarge
 from versions.models import COLLECTIONS
 
 UNKNOWN_COLLECTION = "Unknown collection “{collection}”. Use one of: {choices}."
@@ -60,10 +60,9 @@ def encode_source(source: object) -> bytes:
     limit = conf.max_write_bytes()
     # Four bytes per character at most: a cheap refusal before encoding a huge string.
     if len(source) > limit:
-        raise InvalidInput(
+        raise TooLarge(
             SOURCE_TOO_LARGE.format(size=len(source.encode("utf-8", "replace")), limit=limit),
             field="source",
-            status=413,
         )
     nul = source.find("\x00")
     if nul != -1:
@@ -73,9 +72,7 @@ def encode_source(source: object) -> bytes:
     except UnicodeEncodeError as exc:
         raise InvalidInput(SOURCE_NOT_UTF8.format(detail=exc.reason), field="source")
     if len(raw) > limit:
-        raise InvalidInput(
-            SOURCE_TOO_LARGE.format(size=len(raw), limit=limit), field="source", status=413
-        )
+        raise TooLarge(SOURCE_TOO_LARGE.format(size=len(raw), limit=limit), field="source")
     return raw
 
 
