@@ -9,7 +9,6 @@ from django.urls import reverse
 
 from versions import services
 from versions.models import App, ChangeSet, RestorePoint
-from versions.services import restore
 from versions.views.actions import NO_NAME, REMOVED_NAME
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -53,14 +52,14 @@ def test_a_restore_set_shows_no_release_history_it_cannot_take_part_in(
     boss: Client, turn: str
 ) -> None:
     services.mark_release(turn, by="boss")
-    rs = restore.restore_change_set(turn, by="boss").set_id
+    rs = services.restore_change_set(turn, by="boss").set_id
     assert "Release history" in boss.get(_url("change_set", turn), **HX).content.decode()
     html = boss.get(_url("change_set", rs), **HX).content.decode()
     assert "Release history" not in html and "Mark as release" not in html
 
 
 def test_receipt_page_says_each_thing_once_and_links_its_points(boss: Client, turn: str) -> None:
-    receipt = restore.restore_change_set(turn, by="boss")
+    receipt = services.restore_change_set(turn, by="boss")
     html = boss.get(_url("receipt", receipt.set_id)).content.decode()
     main = html.split('<main id="main"', 1)[1].split("<details", 1)[0]  # without the JSON
     assert main.count(f"<code>{receipt.set_id}</code>") == 1
@@ -75,8 +74,8 @@ def test_receipt_page_says_each_thing_once_and_links_its_points(boss: Client, tu
 def test_receipt_page_of_an_undone_restore_names_the_undo_instead_of_offering_it(
     boss: Client, turn: str
 ) -> None:
-    first = restore.restore_change_set(turn, by="boss").set_id
-    undo = restore.restore_change_set(first, by="boss").set_id
+    first = services.restore_change_set(turn, by="boss").set_id
+    undo = services.restore_change_set(first, by="boss").set_id
     assert ChangeSet.objects.get(id=undo).restored_from_id == first
     html = boss.get(_url("receipt", first)).content.decode()
     assert "<strong>Undone</strong> by" in html and f'href="{_url("receipt", undo)}"' in html
@@ -87,7 +86,7 @@ def test_receipt_page_of_an_undone_restore_names_the_undo_instead_of_offering_it
 def test_undoing_a_restore_in_its_row_leaves_one_undo_button_the_receipts(
     boss: Client, turn: str
 ) -> None:
-    rs = restore.restore_change_set(turn, by="boss").set_id
+    rs = services.restore_change_set(turn, by="boss").set_id
     html = boss.post(_url("restore_change_set", rs), {"ret": f"set:{rs}"}, **HX).content.decode()
     row = html.split('<div id="dialog-slot"', 1)[0]
     assert "Restored. Receipt" in row

@@ -23,18 +23,7 @@ from versions.models import (
     ChangeSet,
     RestorePoint,
 )
-from versions.services import (
-    delete_artifact,
-    mark_release,
-    restore_change_set,
-    restore_to_release,
-    since_release,
-    state_at,
-    states_at,
-    unmark_release,
-    write_artifact,
-)
-from versions.services.release import (
+from versions.selectors import (
     ADDED,
     CHANGED,
     CURRENT,
@@ -42,13 +31,24 @@ from versions.services.release import (
     NOT_STORED,
     PRUNED,
     REMOVED,
-    SCOPE,
     STATE_NOT_STORED,
     STATE_PRUNED,
     STORED,
     release_moment,
+    since_release,
+    state_at,
+    states_at,
 )
-from versions.services.restore import NOOP_MESSAGE
+from versions.services import (
+    NOOP_MESSAGE,
+    SCOPE,
+    delete_artifact,
+    mark_release,
+    restore_change_set,
+    restore_to_release,
+    unmark_release,
+    write_artifact,
+)
 
 Key = tuple[str, str]
 

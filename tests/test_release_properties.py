@@ -12,15 +12,14 @@ from hypothesis import strategies as st
 from versions import ids
 from versions.errors import PreflightFailed
 from versions.models import App, Artifact
+from versions.selectors import release_moment, states_at
 from versions.services import (
     delete_artifact,
     mark_release,
     restore_change_set,
     restore_to_release,
-    states_at,
     write_artifact,
 )
-from versions.services.release import release_moment
 
 KEYS = [
     ("pltf_page", "index"),

@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
-from versions.services.release import NO_RELEASE
-from versions.services.restore import NOOP_MESSAGE
-from versions.views_release import ADDED_SINCE, REMOVED_SINCE
+from versions.selectors import NO_RELEASE
+from versions.services import NOOP_MESSAGE
+from versions.views.release import ADDED_SINCE, REMOVED_SINCE
 
 XSS = "</textarea><script>alert(1)</script><img src=x onerror=alert(2)>"
 PAGE_V1 = "<h1>Quotes</h1>\n" + "".join(f"<li>row {i}</li>\n" for i in range(30))

@@ -11,11 +11,12 @@ import time
 
 import pytest
 from django.db import connection, connections
+from fault_points import capture_engine as capture
+from fault_points import restore_engine as engine
 
 from versions.errors import PreflightFailed
 from versions.models import PAGE, STYLESHEET, App, Artifact, ChangeSet, RestorePoint
-from versions.services import capture, restore_change_set, write_artifact
-from versions.services import restore as engine
+from versions.services import restore_change_set, write_artifact
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

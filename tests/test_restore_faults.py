@@ -152,7 +152,7 @@ def test_a_database_error_storing_the_restore_set_writes_nothing(turn):
 @pytest.mark.parametrize("k", range(1, len(NAMES) + 1))
 def test_an_error_in_the_kth_route_save_or_artifact_write_call_writes_nothing(turn, k, monkeypatch):
     """The same, injected at the Python call the engine makes per written artifact."""
-    from versions.services import restore as engine
+    from fault_points import restore_engine as engine
 
     app, set_id = turn
     before = snapshot(app)

@@ -18,8 +18,7 @@ from versions.models import (
     ChangeSet,
     RestorePoint,
 )
-from versions.services import restore_change_set, write_artifact
-from versions.services._store import sha256_hex
+from versions.services import restore_change_set, sha256_hex, write_artifact
 
 
 def write(app, collection, name, source, run_id=None):

@@ -32,7 +32,7 @@ from django.views.decorators.http import require_http_methods
 from versions import conf
 from versions.errors import InvalidInput
 from versions.models import API_ROUTE, FRONTEND_MODULE, PAGE, STYLESHEET, App, Artifact, Blob
-from versions.services.routes import RouteSpec, parse_route_spec
+from versions.services import RouteSpec, parse_route_spec
 
 logger = logging.getLogger(__name__)
 

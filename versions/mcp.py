@@ -27,21 +27,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from versions import api as readers
-from versions import ids, services
-from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
-from versions.models import AgentToken, App, ChangeSet
-from versions.services.tokens import token_app_slugs, token_can_restore, verify_token
+from versions import ids, selectors, services
+from versions.errors import InvalidInput, PreflightFailed, StaleWrite, VersionsError
+from versions.models import App
 
 logger = logging.getLogger("versions.mcp")
 
 TOOL_PREFIX = "mcp:"
 UNKNOWN_CLIENT = "unknown-client"
-TOKEN_REFUSED = "The agent token is not valid any more (revoked, or its user is inactive)."
-OUT_OF_SCOPE = "The agent token is not allowed to act on app “{slug}”."
-NO_RESTORE_PERMISSION = "User “{user}” does not have the permission to restore."
 BAD_TEXT = "Ids, hashes and names must not contain NUL characters or unpaired surrogates."
-SET_OF_OTHER_APP = "Change set “{id}” belongs to another app than “{slug}”."
 
 INSTRUCTIONS = (
     "Versions: read and write the artifacts of one app. Every write is captured as a restore "
@@ -84,15 +78,6 @@ TurnId = Annotated[
 ]
 
 
-class ToolRefused(Exception):
-    """A tool call that is refused before reaching the services (token, scope, permission)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _result(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False, indent=1))],
@@ -101,23 +86,17 @@ def _result(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     )
 
 
-def _error_data(exc: Exception) -> dict[str, Any]:
-    if isinstance(exc, ToolRefused):
-        return {"error": exc.code, "message": exc.message}
-    if isinstance(exc, StaleWrite):
-        return {
-            "error": "stale_write",
-            "message": exc.message,
-            "current_sha256": exc.current_sha256,
-        }
+def _error_data(exc: VersionsError) -> dict[str, Any]:
+    """A service error as the tool's error result: its code and words, and the keys of SPEC §4
+    and §7 that go with it (a refused pre-flight's receipt, the current hash of a stale write)."""
     if isinstance(exc, PreflightFailed):
         return exc.answer()
-    if isinstance(exc, NotFound):
-        return {"error": "not_found", "message": exc.message}
+    data: dict[str, Any] = {"error": exc.code, "message": exc.message}
+    if isinstance(exc, StaleWrite):
+        data["current_sha256"] = exc.current_sha256
     if isinstance(exc, InvalidInput):
-        return {"error": "invalid_input", "message": exc.message, "field": exc.field}
-    assert isinstance(exc, VersionsError)
-    return {"error": exc.code, "message": exc.message}
+        data["field"] = exc.field
+    return data
 
 
 def _refuse_unstorable(values: tuple[object, ...]) -> None:
@@ -154,20 +133,11 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """The run a write joins: the client's, else the session's unless it names its turn."""
         return run_id if run_id or turn_id else session_run_id
 
-    def authorise(*, restore: bool = False) -> tuple[AgentToken, App]:
-        row = verify_token(token)
-        if row is None:
-            raise ToolRefused("unauthorized", TOKEN_REFUSED)
-        app = App.objects.filter(slug=app_slug).first()
-        if app is None:
-            raise ToolRefused("not_found", f"There is no app “{app_slug}”.")
-        if app.slug not in token_app_slugs(row):
-            raise ToolRefused("forbidden", OUT_OF_SCOPE.format(slug=app_slug))
-        if restore and not token_can_restore(row):
-            raise ToolRefused(
-                "forbidden", NO_RESTORE_PERMISSION.format(user=row.user.get_username())
-            )
-        return row, app
+    def authorise(action: str = services.VIEW) -> tuple[services.Actor, App]:
+        """The token's actor (checked on every call: revoking it stops the session) and the
+        app, as the services let it reach it."""
+        actor = services.authenticate_token(token)
+        return actor, services.app_for(app_slug, actor=actor, action=action)
 
     def call(func: Callable[[], dict[str, Any]], *texts: object) -> CallToolResult:
         """Run one tool body in this worker thread's own database connection.
@@ -178,7 +148,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         try:
             _refuse_unstorable(texts)
             return _result(func())
-        except (ToolRefused, VersionsError) as exc:
+        except VersionsError as exc:
             return _result(_error_data(exc), error=True)
         finally:
             close_old_connections()
@@ -191,10 +161,10 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """List the app's artifacts: collection, name, sha256, size, updated_on, updated_by."""
 
         def body() -> dict[str, Any]:
-            _row, app = authorise()
+            _actor, app = authorise()
             return {
                 "app": app.slug,
-                "artifacts": readers.list_artifacts(app, include_deleted=include_deleted),
+                "artifacts": selectors.list_artifacts(app, include_deleted=include_deleted),
             }
 
         return call(body)
@@ -204,8 +174,10 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """Read one artifact: its source and its sha256 (pass it as expected_sha256 to write)."""
 
         def body() -> dict[str, Any]:
-            _row, app = authorise()
-            return readers.read_artifact(app, collection, name)
+            _actor, app = authorise()
+            services.validate_collection(collection)
+            services.validate_name(name)
+            return selectors.read_artifact(app, collection, name)
 
         return call(body, collection, name)
 
@@ -224,13 +196,13 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         tool = client_tool_name(ctx)
 
         def body() -> dict[str, Any]:
-            row, app = authorise()
+            actor, app = authorise(services.WRITE)
             receipt = services.write_artifact(
                 app,
                 collection,
                 name,
                 source,
-                requested_by=row.user.get_username(),
+                actor=actor,
                 tool=tool,
                 run_id=session_run(run_id, turn_id),
                 turn_id=turn_id,
@@ -253,12 +225,12 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         tool = client_tool_name(ctx)
 
         def body() -> dict[str, Any]:
-            row, app = authorise()
+            actor, app = authorise(services.WRITE)
             receipt = services.delete_artifact(
                 app,
                 collection,
                 name,
-                requested_by=row.user.get_username(),
+                actor=actor,
                 tool=tool,
                 run_id=session_run(run_id, turn_id),
                 turn_id=turn_id,
@@ -280,13 +252,10 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         with its restore points when set_id is given."""
 
         def body() -> dict[str, Any]:
-            _row, app = authorise()
+            actor, app = authorise()
             if set_id:
-                change_set = ChangeSet.objects.filter(id=set_id, app=app).first()
-                if change_set is None:
-                    raise NotFound(f"There is no change set “{set_id}” in app “{app.slug}”.")
-                return readers.change_set_detail(change_set)
-            return readers.list_change_sets(app, page=page, per_page=per_page)
+                return selectors.change_set_detail(selectors.change_set_row(app, set_id))
+            return selectors.list_change_sets(app, page=page, per_page=per_page)
 
         return call(body, set_id)
 
@@ -303,14 +272,9 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         counter-points (so the restore can be undone). Returns the receipt."""
 
         def body() -> dict[str, Any]:
-            row, app = authorise(restore=True)
-            owner = ChangeSet.objects.filter(id=set_id).values_list("app_id", flat=True).first()
-            if owner is None:
-                raise NotFound(f"There is no change set “{set_id}”.")
-            if owner != app.pk:
-                raise ToolRefused("forbidden", SET_OF_OTHER_APP.format(id=set_id, slug=app.slug))
-            receipt = services.restore_change_set(
-                set_id, by=row.user.get_username(), dry_run=dry_run, expected=expected
+            actor, app = authorise()
+            receipt = services.run_restore(
+                services.SET, set_id, actor=actor, app=app, dry_run=dry_run, expected=expected
             )
             return receipt.as_dict()
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from versions import views, views_release, views_workspace
+from versions import views, views_workspace
 
 app_name = "versions"
 
@@ -55,10 +55,10 @@ urlpatterns = [
         views_workspace.workspace_diff_context,
         name="workspace_diff_context",
     ),
-    path(f"{_APP}since-release/", views_release.since_release, name="since_release"),
+    path(f"{_APP}since-release/", views.since_release, name="since_release"),
     path(
         f"{_APP}since-release/restore/",
-        views_release.restore_to_release,
+        views.restore_to_release,
         name="restore_to_release",
     ),
     # Live app routes (versions/live.py) go below this line.

@@ -27,12 +27,10 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from versions import conf, diffing
+from versions import conf, diffing, services
 from versions.templatetags.versions_panel import kb
 from versions.views._common import (
-    NO_RESTORE,
-    RESTORE_PERM,
-    forbidden,
+    actor_of,
     int_param,
     is_fragment,
     panel_view,
@@ -825,8 +823,7 @@ def workspace_diff_context(
 @panel_view
 def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
     """GET: the dialog with the seed's confirmation summary. POST: Confirm restore, the report."""
-    if not request.user.has_perm(RESTORE_PERM):
-        return forbidden(request, NO_RESTORE)
+    services.require_workspace_rollback(actor_of(request))
     state = _state_of(name, kind, log)
     if request.method == "GET":
         ctx = {

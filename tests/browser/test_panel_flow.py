@@ -159,14 +159,14 @@ def test_cancel_writes_nothing(page, live_server, make_user, sign_in):
 def test_while_restore_all_runs_the_dialog_says_so_and_cannot_be_confirmed_twice(
     page, live_server, make_user, sign_in, monkeypatch
 ):
-    from versions.services import restore
+    from versions import services
 
     load_demo()
     make_user("rvaid", superuser=True)
     agent = _agent_set()
     release = threading.Event()
     calls: list[bool] = []
-    real = restore.restore_change_set
+    real = services.run_restore
 
     def slow(*args, **kwargs):
         if not kwargs.get("dry_run"):
@@ -174,7 +174,7 @@ def test_while_restore_all_runs_the_dialog_says_so_and_cannot_be_confirmed_twice
             release.wait(30)  # until the test has seen the dialog while it waits
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(restore, "restore_change_set", slow)
+    monkeypatch.setattr(services, "run_restore", slow)
     sign_in(page, "rvaid")
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     row = page.locator(f"#set-{agent.id}")

@@ -1,27 +1,150 @@
-"""The Versions services: the one path every write, restore, name and mark goes through.
+"""The Versions services: the one door every write, restore, name and mark goes through.
 
-Views, the agent API, the MCP server, the admin and the management commands are thin adapters
-over these functions.
+Views, the agent API, the MCP server, the admin and the management commands build an
+:class:`Actor` (who acts, and what it may do) and call these functions, which check access
+themselves (``Forbidden`` / ``NotFound`` in words) and translate nothing into HTTP. Nothing
+outside this package imports a module inside it: everything a caller needs is re-exported here.
+
+- ``access`` — the :class:`Actor` and the access checks;
+- ``capture`` — every write records a restore point first (SPEC §3);
+- ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
+- ``release`` — Restore to release (SPEC §6b);
+- ``flow`` — the one restore flow every door runs (SPEC §12);
+- ``naming`` — names and the release mark;
+- ``retention`` — pruning and pins;
+- ``routes`` — the route-save path (SPEC §5);
+- ``tokens`` — agent tokens;
+- ``validation`` — what a name, collection or source must be.
 """
 
-from versions.services.capture import WriteReceipt, delete_artifact, write_artifact
-from versions.services.release import restore_to_release, since_release, state_at, states_at
-from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
-from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
+from versions.services._store import sha256_hex
+from versions.services.access import (
+    NAME,
+    NEEDS,
+    NO_VIEW,
+    OUT_OF_SCOPE,
+    PROMOTE,
+    RESTORE,
+    TOKEN_REFUSED,
+    VIEW,
+    WRITE,
+    Actor,
+    actor_for_token,
+    actor_for_user,
+    app_for,
+    authenticate_token,
+    command_actor,
+    point_for,
+    require_panel,
+    require_workspace_rollback,
+    restores_everywhere,
+    set_for,
+    visible_app_ids,
+)
+from versions.services.capture import (
+    ARTIFACT_NOT_FOUND,
+    WriteReceipt,
+    delete_artifact,
+    write_artifact,
+)
+from versions.services.flow import KINDS, POINT, RELEASE, SET, run_restore
+from versions.services.naming import (
+    NAME_HAS_CONTROL,
+    NAME_NOT_TEXT,
+    NAME_TOO_LONG,
+    mark_release,
+    name_change_set,
+    name_point,
+    unmark_release,
+)
+from versions.services.release import SCOPE, restore_to_release
+from versions.services.restore import (
+    NOOP_MESSAGE,
+    NOOP_POINT_MESSAGE,
+    POINT_NOT_FOUND,
+    SET_NOT_FOUND,
+    RestoreReceipt,
+    normalise_expected,
+    restore_change_set,
+    restore_point,
+)
+from versions.services.routes import RouteSpec, parse_route_spec
+from versions.services.tokens import (
+    create_agent_token,
+    hash_token,
+    revoke_token,
+    token_app_slugs,
+    token_can_restore,
+    verify_token,
+)
+from versions.services.validation import (
+    SOURCE_TOO_LARGE,
+    encode_source,
+    validate_collection,
+    validate_name,
+    validate_optional_id,
+)
 
 __all__ = [
+    "ARTIFACT_NOT_FOUND",
+    "KINDS",
+    "NAME",
+    "NAME_HAS_CONTROL",
+    "NAME_NOT_TEXT",
+    "NAME_TOO_LONG",
+    "NEEDS",
+    "NOOP_MESSAGE",
+    "NOOP_POINT_MESSAGE",
+    "NO_VIEW",
+    "OUT_OF_SCOPE",
+    "POINT",
+    "POINT_NOT_FOUND",
+    "PROMOTE",
+    "RELEASE",
+    "RESTORE",
+    "SCOPE",
+    "SET",
+    "SET_NOT_FOUND",
+    "SOURCE_TOO_LARGE",
+    "TOKEN_REFUSED",
+    "VIEW",
+    "WRITE",
+    "Actor",
     "RestoreReceipt",
+    "RouteSpec",
     "WriteReceipt",
+    "actor_for_token",
+    "actor_for_user",
+    "app_for",
+    "authenticate_token",
+    "command_actor",
+    "point_for",
+    "set_for",
+    "create_agent_token",
     "delete_artifact",
+    "encode_source",
+    "hash_token",
     "mark_release",
     "name_change_set",
     "name_point",
+    "normalise_expected",
+    "parse_route_spec",
+    "require_panel",
+    "require_workspace_rollback",
+    "restores_everywhere",
     "restore_change_set",
     "restore_point",
     "restore_to_release",
-    "since_release",
-    "state_at",
-    "states_at",
+    "revoke_token",
+    "run_restore",
+    "sha256_hex",
+    "token_app_slugs",
+    "token_can_restore",
     "unmark_release",
+    "validate_collection",
+    "validate_name",
+    "validate_optional_id",
+    "verify_token",
+    "visible_app_ids",
     "write_artifact",
 ]

@@ -16,6 +16,7 @@ from versions.errors import NotFound, StaleWrite
 from versions.models import API_ROUTE, App, Artifact
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
+from versions.services.access import WRITE, Actor, app_for
 from versions.services.validation import (
     encode_source,
     validate_collection,
@@ -76,6 +77,18 @@ def resolve_app(app: App | str) -> App:
     if found is None:
         raise NotFound(APP_NOT_FOUND.format(slug=app))
     return found
+
+
+def _writable(app: App | str, actor: Actor | None) -> App | str:
+    """The app, checked for ``actor`` (it may write to it); as given for a trusted caller."""
+    return app if actor is None else app_for(app, actor=actor, action=WRITE)
+
+
+def _requester(requested_by: str | None, actor: Actor | None) -> str:
+    """Who asked: the caller's claim, else the actor's name."""
+    if requested_by:
+        return requested_by
+    return actor.name if actor is not None else ""
 
 
 def check_expected(
@@ -435,20 +448,23 @@ def write_artifact(
     name: str,
     source: str,
     *,
-    requested_by: str,
+    requested_by: str | None = None,
     tool: str,
     run_id: str | None = None,
     turn_id: str | None = None,
     expected_sha256: str | None = None,
+    actor: Actor | None = None,
 ) -> WriteReceipt:
     """Write ``source`` to an artifact, capturing its previous state as a restore point first.
 
-    One transaction: if the point cannot be stored, the write does not land.
+    One transaction: if the point cannot be stored, the write does not land. ``actor``: who
+    writes (checked: it may write to the app); without it, a trusted command.
     """
     validate_collection(collection)
     validate_name(name)
     raw = encode_source(source)
-    who = _Who.of(requested_by, tool, run_id, turn_id)
+    app = _writable(app, actor)
+    who = _Who.of(_requester(requested_by, actor), tool, run_id, turn_id)
     if expected_sha256 is not None:
         validate_optional_id(expected_sha256, "expected_sha256")
     sha = sha256_hex(raw)
@@ -486,16 +502,18 @@ def delete_artifact(
     collection: str,
     name: str,
     *,
-    requested_by: str,
+    requested_by: str | None = None,
     tool: str,
     run_id: str | None = None,
     turn_id: str | None = None,
     expected_sha256: str | None = None,
+    actor: Actor | None = None,
 ) -> WriteReceipt:
     """Delete an artifact: it becomes a tombstone behind a restore point. Nothing is erased."""
     validate_collection(collection)
     validate_name(name)
-    who = _Who.of(requested_by, tool, run_id, turn_id)
+    app = _writable(app, actor)
+    who = _Who.of(_requester(requested_by, actor), tool, run_id, turn_id)
 
     def attempt() -> WriteReceipt:
         with transaction.atomic():

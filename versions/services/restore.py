@@ -9,7 +9,7 @@ route spec must be validated or a line count cannot be derived from the restored
 Everything — pre-flight, counter-points, writes, the restore set — is one transaction. Effects
 outside the database (the route-table generation bump) run only after it commits.
 
-Restore to release (SPEC §6b) reuses :func:`_restore_targets`: it computes the targets (one per
+Restore to release (SPEC §6b) reuses :func:`restore_targets`: it computes the targets (one per
 artifact, each the state to return to) and lets the engine do the rest.
 """
 
@@ -25,9 +25,11 @@ from django.db import connection, transaction
 from versions import conf, ids
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
-from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, ChangeSet, RestorePoint
+from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, RestorePoint
 from versions.services import _restore_sql, retention, routes
 from versions.services._store import repoint_many
+from versions.services.access import RESTORE as MAY_RESTORE
+from versions.services.access import Actor
 from versions.services.validation import validate_optional_id
 
 NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
@@ -142,22 +144,6 @@ class RestoreReceipt:
         if self.scope is not None:
             data["scope"] = self.scope
         return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RestoreReceipt:
-        """The receipt stored on a restore set, as an object again."""
-        return cls(
-            kind=data.get("kind", RESTORE),
-            restored_from=data.get("restoredFromSet", ""),
-            set_id=data.get("setId"),
-            items=list(data.get("items", [])),
-            skipped=list(data.get("skipped", [])),
-            findings=list(data.get("findings", [])),
-            message=data.get("message", ""),
-            created_by=data.get("created_by", ""),
-            created_on=data.get("created_on"),
-            scope=data.get("scope"),
-        )
 
 
 @dataclass(frozen=True)
@@ -479,7 +465,7 @@ def _insert_counter_points(points: list[tuple[Any, ...]]) -> None:
     _restore_sql.insert_counter_points(points)
 
 
-def _restore_targets(
+def restore_targets(
     app: App,
     targets: list[RestoreTarget],
     *,
@@ -712,7 +698,7 @@ def _write(
     return receipt
 
 
-def _run(app: App, set_ref: str, by: str, dry_run: bool, body: Any) -> RestoreReceipt:
+def run_audited(app: App, set_ref: str, by: str, dry_run: bool, body: Any) -> RestoreReceipt:
     """Run ``body`` in one transaction; a refused pre-flight is kept in the app's audit log.
 
     The audit event is written after the restore's transaction rolled back, so it survives it.
@@ -765,12 +751,29 @@ def _set_targets(set_id: str, pruned_entries: list[dict[str, Any]]) -> list[Rest
     return list(oldest.values())
 
 
+def _by(by: str | None, actor: Actor | None) -> str:
+    """Who is recorded: ``by`` when given, else the actor's name."""
+    return by if by else (actor.name if actor is not None else "")
+
+
+def _check(actor: Actor | None, addressed: App | None, owner: App, missing: NotFound) -> App:
+    """The owner app of what is restored, once the caller may restore it: a set or point of
+    another app than the one addressed is ``missing``; the actor must may restore."""
+    if addressed is not None and addressed.pk != owner.pk:
+        raise missing
+    if actor is not None:
+        actor.check(MAY_RESTORE, owner, missing=missing)
+    return owner
+
+
 def restore_change_set(
     set_id: str,
     *,
-    by: str,
+    by: str | None = None,
     dry_run: bool = False,
     expected: Mapping[Any, str] | None = None,
+    actor: Actor | None = None,
+    app: App | None = None,
 ) -> RestoreReceipt:
     """Restore all: return every artifact of the set to its state before the set, or nothing.
 
@@ -778,18 +781,22 @@ def restore_change_set(
     reviewed as "now"; an artifact that changed since is a pre-flight finding. Restoring a
     restore set (``rs_…``) undoes that restore. A dry run writes nothing and never raises for
     findings: it lists them. Raises ``PreflightFailed`` (nothing written) or ``NotFound``.
+    ``actor`` must may restore the set's app (``Forbidden``); ``app``, when given, is the app
+    the caller addressed: a set of another app is ``NotFound``.
     """
-    by = validate_optional_id(by, "by")
+    by = validate_optional_id(_by(by, actor), "by")
     reviewed = normalise_expected(expected)
     if not isinstance(set_id, str):
         raise NotFound(SET_NOT_FOUND.format(id=set_id))
     found = _restore_sql.change_set_and_app(set_id)
     if found is None:
         raise NotFound(SET_NOT_FOUND.format(id=set_id))
-    found_id, pruned_entries, app = found
+    found_id, pruned_entries, owner = found
+    _check(actor, app, owner, NotFound(SET_NOT_FOUND.format(id=set_id)))
+    app = owner
 
     def body() -> RestoreReceipt:
-        return _restore_targets(
+        return restore_targets(
             app,
             _set_targets(found_id, pruned_entries),
             by=by,
@@ -798,19 +805,28 @@ def restore_change_set(
             expected=reviewed,
         )
 
-    return _run(app, found_id, by, dry_run, body)
+    return run_audited(app, found_id, by, dry_run, body)
 
 
 def restore_point(
-    point_id: str, *, by: str, expected_sha256: str | None = None, dry_run: bool = False
+    point_id: str,
+    *,
+    by: str | None = None,
+    expected_sha256: str | None = None,
+    dry_run: bool = False,
+    actor: Actor | None = None,
+    app: App | None = None,
+    expected: Mapping[Any, str] | None = None,
 ) -> RestoreReceipt:
     """Restore one artifact to its state before ``point_id``, behind a counter-point.
 
     ``expected_sha256`` is the artifact's sha256 the person reviewed as "now"; if it changed
     since, the restore is refused (``PreflightFailed``, nothing written). The receipt's
-    ``restoredFromSet`` is the point's change set.
+    ``restoredFromSet`` is the point's change set. ``actor`` and ``app`` as for
+    :func:`restore_change_set`; ``expected`` (a mapping as for Restore all) may give the
+    reviewed hash instead of ``expected_sha256``.
     """
-    by = validate_optional_id(by, "by")
+    by = validate_optional_id(_by(by, actor), "by")
     if expected_sha256 is not None and (
         not isinstance(expected_sha256, str) or len(expected_sha256) > 64
     ):
@@ -827,11 +843,14 @@ def restore_point(
     if row is None:
         raise NotFound(POINT_NOT_FOUND.format(id=point_id))
     *fields, app_id, set_id, collection, name = row
-    app = App.objects.get(pk=app_id)
+    missing = NotFound(POINT_NOT_FOUND.format(id=point_id))
+    app = _check(actor, app, App.objects.get(pk=app_id), missing)
+    if expected_sha256 is None and expected:
+        expected_sha256 = (normalise_expected(expected) or {}).get((collection, name))
     reviewed = None if expected_sha256 is None else {(collection, name): expected_sha256}
 
     def body() -> RestoreReceipt:
-        return _restore_targets(
+        return restore_targets(
             app,
             [_target_from_row(tuple(fields))],
             by=by,
@@ -841,12 +860,4 @@ def restore_point(
             noop_message=NOOP_POINT_MESSAGE,
         )
 
-    return _run(app, set_id, by, dry_run, body)
-
-
-def stored_receipt(set_id: str) -> RestoreReceipt:
-    """The receipt stored on restore set ``set_id``."""
-    change_set = ChangeSet.objects.filter(id=set_id, kind=ChangeSet.RESTORE).only("receipt").first()
-    if change_set is None or not change_set.receipt:
-        raise NotFound(SET_NOT_FOUND.format(id=set_id))
-    return RestoreReceipt.from_dict(change_set.receipt)
+    return run_audited(app, set_id, by, dry_run, body)

@@ -1,26 +1,18 @@
-"""Retention (newest N unpinned points per app), pins, names and the release mark (SPEC §2)."""
+"""Retention (newest N unpinned points per app) and pins (SPEC §2)."""
 
 from __future__ import annotations
 
 import logging
-import unicodedata
 from datetime import datetime
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from versions import conf
-from versions.errors import InvalidInput, NotFound
-from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
+from versions.models import App, RestorePoint
 from versions.services import _sql
 
 logger = logging.getLogger(__name__)
-
-POINT_NOT_FOUND = "There is no restore point “{id}”."
-SET_NOT_FOUND = "There is no change set “{id}”."
-NAME_TOO_LONG = "Names are at most 200 characters."
-NAME_NOT_TEXT = "A name must be text."
-NAME_HAS_CONTROL = "A name cannot contain control characters."
 
 
 def sweep_blobs(candidates: set[str]) -> None:
@@ -130,89 +122,3 @@ def refresh_pins(*, set_ids: list[str] | None = None, point_ids: list[str] | Non
     pinned_q = ~Q(name="") | ~Q(change_set__name="") | Q(change_set_id__in=release_ids)
     points.filter(pinned_q).exclude(pinned=True).update(pinned=True)
     points.exclude(pinned_q).exclude(pinned=False).update(pinned=False)
-
-
-def _clean_name(name: object) -> str:
-    if not isinstance(name, str):
-        raise InvalidInput(NAME_NOT_TEXT, field="name")
-    name = " ".join(name.split())
-    if any(unicodedata.category(char) in ("Cc", "Cs") for char in name):
-        raise InvalidInput(NAME_HAS_CONTROL, field="name")
-    if len(name) > 200:
-        raise InvalidInput(NAME_TOO_LONG, field="name")
-    return name
-
-
-def name_point(point_id: str, name: str, *, by: str) -> RestorePoint:
-    """Give a restore point a name ("" removes it); a named point is pinned."""
-    clean = _clean_name(name)
-    with transaction.atomic():
-        point = RestorePoint.objects.select_for_update().filter(id=point_id).first()
-        if point is None:
-            raise NotFound(POINT_NOT_FOUND.format(id=point_id))
-        point.name = clean
-        point.save(update_fields=["name"])
-        refresh_pins(point_ids=[point.id])
-        AuditEvent.objects.create(
-            app_id=point.app_id,
-            kind="point_named",
-            by=by,
-            change_set_ref=point.change_set_id,
-            data={"pointId": point.id, "name": clean},
-        )
-        point.refresh_from_db()
-    return point
-
-
-def name_change_set(set_id: str, name: str, *, by: str) -> ChangeSet:
-    """Give a change set a name ("" removes it); the points of a named set are pinned."""
-    clean = _clean_name(name)
-    with transaction.atomic():
-        cs = ChangeSet.objects.select_for_update().filter(id=set_id).first()
-        if cs is None:
-            raise NotFound(SET_NOT_FOUND.format(id=set_id))
-        cs.name = clean
-        cs.save(update_fields=["name"])
-        refresh_pins(set_ids=[cs.id])
-        AuditEvent.objects.create(
-            app_id=cs.app_id, kind="set_named", by=by, change_set_ref=cs.id, data={"name": clean}
-        )
-    return cs
-
-
-def mark_release(set_id: str, *, by: str) -> ChangeSet:
-    """Mark a change set as its app's release; the mark moves from any other set."""
-    with transaction.atomic():
-        cs = ChangeSet.objects.filter(id=set_id).first()
-        if cs is None:
-            raise NotFound(SET_NOT_FOUND.format(id=set_id))
-        app = App.objects.select_for_update().get(pk=cs.app_id)
-        previous = app.release_set_id
-        app.release_set = cs
-        app.save(update_fields=["release_set"])
-        ReleaseMark.objects.create(
-            app=app, change_set=cs, change_set_ref=cs.id, action=ReleaseMark.MARK, by=by
-        )
-        refresh_pins(set_ids=[s for s in (previous, cs.id) if s])
-    return cs
-
-
-def unmark_release(app: App | str, *, by: str) -> None:
-    """Remove the release mark of an app (history keeps who did it)."""
-    from versions.services.capture import resolve_app
-
-    with transaction.atomic():
-        app_obj = App.objects.select_for_update().get(pk=resolve_app(app).pk)
-        previous = app_obj.release_set_id
-        if previous is None:
-            return
-        app_obj.release_set = None
-        app_obj.save(update_fields=["release_set"])
-        ReleaseMark.objects.create(
-            app=app_obj,
-            change_set_id=previous,
-            change_set_ref=previous,
-            action=ReleaseMark.UNMARK,
-            by=by,
-        )
-        refresh_pins(set_ids=[previous])

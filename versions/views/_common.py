@@ -1,4 +1,10 @@
-"""Shared pieces of the panel views: permissions, htmx helpers."""
+"""Shared pieces of the panel views: the person's Actor, errors in words, htmx helpers.
+
+The panel checks nothing itself: every view builds the signed-in person's
+:class:`~versions.services.Actor` (:func:`actor_of`) and calls the services, which raise
+``Forbidden`` or ``NotFound`` in words; :func:`panel_view` turns those into the panel's 403 and
+404 pages.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,27 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 
-VIEW_PERM = "versions.view_changeset"
-CHANGE_PERM = "versions.change_changeset"
-RESTORE_PERM = "versions.restore_changeset"
+from versions import services
+from versions.errors import Forbidden, NotFound
+from versions.models import App
 
-NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
-NO_CHANGE = "You may not name change sets or mark releases. Ask an admin for that permission."
-NO_RESTORE = "You may not restore. Ask an admin for the restore permission; nothing was written."
+
+def actor_of(request: HttpRequest) -> services.Actor:
+    """The signed-in person as the services' Actor, built once per request."""
+    actor = getattr(request, "_versions_actor", None)
+    if actor is None:
+        actor = services.actor_for_user(request.user)
+        request._versions_actor = actor  # type: ignore[attr-defined]
+    return actor
+
+
+def app_of(request: HttpRequest, slug: str) -> App:
+    """The app ``slug`` as this person may see it (NotFound / Forbidden from the services)."""
+    return services.app_for(slug, actor=actor_of(request))
 
 
 def forbidden(
@@ -29,7 +45,7 @@ def forbidden(
     """A 403 in words: a page, or for htmx the ``X-Versions-Error`` header the panel shows in
     place (the page stays as it was). ``back``: where the page's link leads (default: the apps,
     when the person may view them)."""
-    if back is None and request.user.has_perm(VIEW_PERM):
+    if back is None and actor_of(request).may(services.VIEW):
         back = "/"
     context = {"message": message, "title": title, "back": back}
     html = render_to_string("versions/forbidden.html", context, request=request)
@@ -48,9 +64,13 @@ def panel_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
         return login_required(permitted)(request, *args, **kwargs)
 
     def permitted(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.has_perm(VIEW_PERM):
-            return forbidden(request, NO_VIEW)
-        response = view(request, *args, **kwargs)
+        try:
+            services.require_panel(actor_of(request))
+            response = view(request, *args, **kwargs)
+        except Forbidden as exc:
+            return forbidden(request, exc.message)
+        except NotFound as exc:
+            raise Http404(exc.message)
         response.headers.setdefault("Vary", "HX-Request")
         return response
 
@@ -73,10 +93,14 @@ def _sign_in_again(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def perms(request: HttpRequest) -> dict[str, bool]:
-    """What the signed-in person may do, for templates to hide the rest."""
-    user = request.user
-    return {"can_change": user.has_perm(CHANGE_PERM), "can_restore": user.has_perm(RESTORE_PERM)}
+def perms(request: HttpRequest, app: App | None = None) -> dict[str, bool]:
+    """What the signed-in person may do (on ``app``), for templates to hide the rest; the
+    services refuse it anyway."""
+    actor = actor_of(request)
+    return {
+        "can_change": actor.may(services.NAME, app),
+        "can_restore": actor.may(services.RESTORE, app),
+    }
 
 
 def is_fragment(request: HttpRequest) -> bool:

@@ -8,15 +8,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from versions import selectors, services
-from versions.errors import VersionsError
-from versions.views._common import (
-    CHANGE_PERM,
-    NO_CHANGE,
-    forbidden,
-    is_fragment,
-    panel_view,
-    perms,
-)
+from versions.errors import InvalidInput
+from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 
 SAVED_NAME = "Name saved."
 REMOVED_NAME = "Name removed."
@@ -42,7 +35,7 @@ def _controls(
     previous_release: str | None = None,
 ) -> HttpResponse:
     """The set's controls (target) with its head and the moved release badge (out of band)."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     ctx = {
         "app": app,
         "cs": selectors.change_set_row(app, set_id),
@@ -51,7 +44,7 @@ def _controls(
         "error": error,
         "previous_release": previous_release,
         "oob": True,
-        **perms(request),
+        **perms(request, app),
     }
     return render(
         request,
@@ -65,14 +58,12 @@ def _controls(
 @panel_view
 def name_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """Save (or clear) a change set's name."""
-    if not request.user.has_perm(CHANGE_PERM):
-        return forbidden(request, NO_CHANGE)
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     had_name = bool(selectors.change_set_row(app, set_id).name)  # 404 for another app's set
     name = request.POST.get("name", "")
     try:
-        cs = services.name_change_set(set_id, name, by=request.user.get_username())
-    except VersionsError as exc:
+        cs = services.name_change_set(set_id, name, actor=actor_of(request), app=app)
+    except InvalidInput as exc:
         if not is_fragment(request):
             return HttpResponse(exc.message, status=400, content_type="text/plain")
         return _controls(request, slug, set_id, error=exc.message)
@@ -85,14 +76,11 @@ def name_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpRespons
 @panel_view
 def mark_release(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """Mark a set as the app's release (the mark moves from any other set)."""
-    if not request.user.has_perm(CHANGE_PERM):
-        return forbidden(request, NO_CHANGE)
-    app = selectors.get_app(slug)
-    selectors.change_set_row(app, set_id)
+    app = app_of(request, slug)
     previous = app.release_set_id
     try:
-        services.mark_release(set_id, by=request.user.get_username())
-    except VersionsError as exc:
+        services.mark_release(set_id, actor=actor_of(request), app=app)
+    except InvalidInput as exc:
         if not is_fragment(request):
             return HttpResponse(exc.message, status=400, content_type="text/plain")
         return _controls(request, slug, set_id, error=exc.message)
@@ -111,11 +99,9 @@ def mark_release(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
 @panel_view
 def unmark_release(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """Remove the app's release mark (shown on the set that carries it)."""
-    if not request.user.has_perm(CHANGE_PERM):
-        return forbidden(request, NO_CHANGE)
-    app = selectors.get_app(slug)
-    selectors.change_set_row(app, set_id)
-    services.unmark_release(app, by=request.user.get_username())
+    app = app_of(request, slug)
+    selectors.change_set_row(app, set_id)  # NotFound for a set of another app
+    services.unmark_release(app, actor=actor_of(request))
     if not is_fragment(request):
         return redirect(reverse("versions:change_set", args=[slug, set_id]))
     return _controls(request, slug, set_id, status=UNMARKED)
@@ -125,15 +111,15 @@ def unmark_release(request: HttpRequest, slug: str, set_id: str) -> HttpResponse
 @panel_view
 def name_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """Save (or clear) a restore point's name."""
-    if not request.user.has_perm(CHANGE_PERM):
-        return forbidden(request, NO_CHANGE)
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     point = selectors.get_point(app, point_id)
     had_name = bool(point.name)
     error = status = ""
     try:
-        services.name_point(point.id, request.POST.get("name", ""), by=request.user.get_username())
-    except VersionsError as exc:
+        services.name_point(
+            point.id, request.POST.get("name", ""), actor=actor_of(request), app=app
+        )
+    except InvalidInput as exc:
         error = exc.message
     if not is_fragment(request):
         if error:
@@ -148,7 +134,7 @@ def name_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
         "status": status,
         "error": error,
         "oob": True,
-        **perms(request),
+        **perms(request, app),
     }
     return render(
         request,

@@ -10,11 +10,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from versions import conf, diffing, selectors
+from versions import conf, diffing, selectors, services
 from versions.models import RestorePoint
 from versions.selectors import ArtifactChange
 from versions.templatetags.versions_panel import kb
-from versions.views._common import int_param, panel_view
+from versions.views._common import actor_of, int_param, panel_view
 
 HUNKS_PER_PAGE = 20
 # Unchanged lines one click of an expander reveals; a longer gap keeps the rest collapsed.
@@ -166,6 +166,7 @@ def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
 def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """The whole diff section of one point (lazy-loaded artifacts of big sets)."""
     app, point = selectors.app_point(slug, point_id)
+    services.app_for(app, actor=actor_of(request))
     view = build_diff(selectors.point_change(point))
     return render(request, "versions/partials/_diff.html", {"app": app, "diff": view})
 
@@ -175,6 +176,7 @@ def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
 def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """The next page of hunks of a then→now diff ("Show more hunks")."""
     app, point = selectors.app_point(slug, point_id)
+    services.app_for(app, actor=actor_of(request))
     if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     view = build_diff(selectors.point_change(point), page=int_param(request.GET.get("page"), 1))
@@ -186,6 +188,7 @@ def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
 def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """Unchanged lines behind an "N unchanged lines" expander."""
     app, point = selectors.app_point(slug, point_id)
+    services.app_for(app, actor=actor_of(request))
     if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     old_start = int_param(request.GET.get("old"))

@@ -10,9 +10,9 @@ from django.shortcuts import render
 from django.template.loader import select_template
 from django.views.decorators.http import require_GET
 
-from versions import selectors
+from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
-from versions.views._common import is_fragment, panel_view, perms
+from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 from versions.views.diffs import build_diff, prepare
 
 # Another engineer's workspace section appears on the home page as soon as its template exists.
@@ -36,7 +36,7 @@ def home(request: HttpRequest) -> HttpResponse:
         request,
         "versions/home.html",
         {
-            "apps": list(selectors.app_list()),
+            "apps": list(selectors.app_list(services.visible_app_ids(actor_of(request)))),
             "workspaces_template": select_template(WORKSPACES_TEMPLATES).template.name,  # type: ignore[attr-defined]
             "workspace_cards": _workspace_cards(),
         },
@@ -44,14 +44,14 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _panel_context(request: HttpRequest, app: App, tab: str) -> dict[str, Any]:
-    return {"app": app, "tab": tab, **perms(request)}
+    return {"app": app, "tab": tab, **perms(request, app)}
 
 
 @require_GET
 @panel_view
 def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
     """The Change sets tab: newest first, paginated."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     ctx = _panel_context(request, app, "sets")
     ctx["page"] = selectors.change_set_page(app, request.GET.get("page"))
     if is_fragment(request):
@@ -63,7 +63,7 @@ def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
 @panel_view
 def restore_points(request: HttpRequest, slug: str) -> HttpResponse:
     """The Restore points tab: newest first, paginated, filterable."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     filters = selectors.PointFilters.from_query(request.GET)
     ctx = _panel_context(request, app, "points")
     ctx.update(
@@ -92,7 +92,7 @@ def expanded_set_context(
         "expected": expected,
         "history": xs.release_history,
         "expanded": True,
-        **perms(request),
+        **perms(request, app),
         **extra,
     }
 
@@ -101,9 +101,9 @@ def expanded_set_context(
 @panel_view
 def change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """One set: expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     if is_fragment(request) and request.GET.get("collapsed"):
-        ctx = {"app": app, "cs": selectors.change_set_row(app, set_id), **perms(request)}
+        ctx = {"app": app, "cs": selectors.change_set_row(app, set_id), **perms(request, app)}
         return render(request, "versions/partials/_set_row.html", ctx)
     ctx = expanded_set_context(request, app, set_id)
     if is_fragment(request):
@@ -115,7 +115,14 @@ def change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
 def point_context(request: HttpRequest, app: App, point: RestorePoint, **extra: Any) -> dict:
     """Everything the expanded row of a point shows."""
     diff = build_diff(selectors.point_change(point))
-    return {"app": app, "point": point, "diff": diff, "expanded": True, **perms(request), **extra}
+    return {
+        "app": app,
+        "point": point,
+        "diff": diff,
+        "expanded": True,
+        **perms(request, app),
+        **extra,
+    }
 
 
 @require_GET
@@ -123,8 +130,9 @@ def point_context(request: HttpRequest, app: App, point: RestorePoint, **extra: 
 def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """One point: expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
     app, point = selectors.app_point(slug, point_id)
+    services.app_for(app, actor=actor_of(request))
     if is_fragment(request) and request.GET.get("collapsed"):
-        ctx = {"app": app, "point": point, **perms(request)}
+        ctx = {"app": app, "point": point, **perms(request, app)}
         return render(request, "versions/partials/_point_row.html", ctx)
     ctx = point_context(request, app, point)
     if is_fragment(request):
@@ -136,16 +144,12 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 def receipt_page_context(request: HttpRequest, app: App, rs: ChangeSet) -> dict[str, Any]:
     """A restore set's receipt page: the receipt, its JSON, and the restore sets that undid it."""
     receipt = rs.receipt or {}
-    undone_by = list(
-        ChangeSet.objects.filter(app=app, restored_from=rs)
-        .order_by("created_on", "id")
-        .only("id", "created_on", "created_by", "app_id")
-    )
+    undone_by = selectors.undone_by(app, rs)
     return {
         "app": app,
         "rs": rs,
         "receipt": receipt,
         "receipt_text": json.dumps(receipt, indent=2, ensure_ascii=False),
         "undone_by": undone_by,
-        **perms(request),
+        **perms(request, app),
     }

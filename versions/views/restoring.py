@@ -1,13 +1,18 @@
-"""Restore all / Restore: the confirmation dialog (from a dry run), confirming, receipts.
+"""The restore flow of the panel (SPEC §12): one path for Restore all, Undo this restore,
+Restore and Restore to release — the dialog from a dry run, Confirm restore, the receipt.
 
-Thin adapters over ``versions.services.restore``: the dialog shows the engine's dry run; the
-confirmation posts back the sha256 of every artifact as the person saw it ("now"), so a change
-made in between is refused by the engine's pre-flight instead of being overwritten unseen.
+A thin adapter over :func:`versions.services.run_restore`: the dialog shows the engine's dry
+run; the confirmation posts back the sha256 of every artifact as the person saw it ("now"), so a
+change made in between is refused by the engine's pre-flight instead of being overwritten
+unseen. Access is the services' (a ``Forbidden`` becomes the panel's 403 in
+:func:`~versions.views._common.panel_view`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -16,27 +21,14 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from versions import selectors
-from versions.errors import PreflightFailed, VersionsError
-from versions.models import ChangeSet
-from versions.views._common import (
-    NO_RESTORE,
-    RESTORE_PERM,
-    forbidden,
-    is_fragment,
-    panel_view,
-    perms,
-)
+from versions import selectors, services
+from versions.errors import InvalidInput, PreflightFailed
+from versions.models import App, ChangeSet
+from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 from versions.views.pages import expanded_set_context, point_context, receipt_page_context
 
 NOOP_SENTENCE = "Every artifact already matched the state before this set — nothing was written."
 _RETURN_RE = re.compile(r"^(set|point):[a-z0-9_]{1,48}$")
-
-
-def _engine() -> Any:
-    from versions.services import restore
-
-    return restore
 
 
 def parse_expected(values: list[str]) -> dict[str, str]:
@@ -53,10 +45,6 @@ def _return_to(value: str | None, default: str) -> str:
     return value if value and (_RETURN_RE.match(value) or value == "page") else default
 
 
-def _as_dict(receipt: Any) -> dict[str, Any]:
-    return receipt.as_dict() if hasattr(receipt, "as_dict") else dict(receipt)
-
-
 def _keys_of(data: dict[str, Any]) -> list[str]:
     keys = []
     for group in ("items", "skipped", "findings"):
@@ -67,116 +55,123 @@ def _keys_of(data: dict[str, Any]) -> list[str]:
     return keys
 
 
-def _dialog(request: HttpRequest, ctx: dict[str, Any]) -> HttpResponse:
-    ctx["target"] = "#" + ctx["ret"].replace(":", "-")
-    if ctx.get("cs") is not None:
-        ctx["cancel_url"] = reverse("versions:change_set", args=[ctx["app"].slug, ctx["cs"].id])
-    else:
-        ctx["cancel_url"] = reverse(
-            "versions:restore_point", args=[ctx["app"].slug, ctx["point"].id]
+@dataclass
+class Flow:
+    """One restore as the panel shows it: what is restored, and where its dialog and result go.
+
+    ``after`` renders the confirmed restore's receipt in place (htmx); ``page`` is the full page
+    of the dialog for a plain GET.
+    """
+
+    kind: str
+    app: App
+    ident: str | None
+    title: str
+    ret: str
+    action: str
+    cancel_url: str
+    target: str
+    dialog_template: str = "versions/partials/_restore_dialog.html"
+    page_template: str = "versions/restore_confirm_page.html"
+    after: Callable[[HttpRequest, Flow, dict[str, Any]], HttpResponse] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _receipt(request: HttpRequest, flow: Flow, *, dry_run: bool, expected: dict[str, str]) -> dict:
+    """The engine's receipt as data: a refused pre-flight's receipt is shown, not raised."""
+    try:
+        receipt = services.run_restore(
+            flow.kind,
+            flow.ident,
+            actor=actor_of(request),
+            app=flow.app,
+            dry_run=dry_run,
+            expected=expected or None,
         )
+    except PreflightFailed as exc:
+        return dict(exc.receipt.as_dict())
+    except InvalidInput as exc:
+        return {"kind": "error", "findings": [], "message": exc.message, "written": 0}
+    return dict(receipt.as_dict())
+
+
+def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
+    """GET: the confirmation dialog (a dry run). POST: Confirm restore, then the receipt."""
+    params = request.POST if request.method == "POST" else request.GET
+    expected = parse_expected(params.getlist("expected"))
+    if request.method == "POST":
+        data = _receipt(request, flow, dry_run=False, expected=expected)
+        assert flow.after is not None
+        return flow.after(request, flow, data)
+    data = _receipt(request, flow, dry_run=True, expected=expected)
+    keys = _keys_of(data)
+    now = selectors.artifact_shas(flow.app, keys)
+    ctx = {
+        "app": flow.app,
+        "title": flow.title,
+        "data": data,
+        "carry": [(k, expected.get(k, now.get(k, ""))) for k in keys],
+        "ret": flow.ret,
+        "target": flow.target,
+        "action": flow.action,
+        "cancel_url": flow.cancel_url,
+        **perms(request, flow.app),
+        **flow.extra,
+    }
     if is_fragment(request):
-        return render(request, "versions/partials/_restore_dialog.html", ctx)
-    return render(request, "versions/restore_confirm_page.html", ctx)
+        return render(request, flow.dialog_template, ctx)
+    return render(request, flow.page_template, ctx)
 
 
 # --------------------------------------------------------------------------------------------
-# A change set (Restore all, and Undo this restore on a restore set)
+# A change set (Restore all, and Undo this restore on a restore set) and one point (Restore)
 # --------------------------------------------------------------------------------------------
 
 
 @require_http_methods(["GET", "POST"])
 @panel_view
 def restore_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
-    """GET: the confirmation dialog (a dry run). POST: Confirm restore."""
-    if not request.user.has_perm(RESTORE_PERM):
-        return forbidden(request, NO_RESTORE)
-    app = selectors.get_app(slug)
+    """Restore all of a set (Undo this restore for a restore set): dialog, then confirm."""
+    app = app_of(request, slug)
     cs = selectors.change_set_row(app, set_id)
     params = request.POST if request.method == "POST" else request.GET
     ret = _return_to(params.get("ret"), f"set:{cs.id}")
-    expected = parse_expected(params.getlist("expected"))
-    by = request.user.get_username()
-    if request.method == "GET":
-        try:
-            data = _as_dict(
-                _engine().restore_change_set(cs.id, by=by, dry_run=True, expected=expected or None)
-            )
-        except PreflightFailed as exc:
-            data = _as_dict(exc.receipt)
-        except VersionsError as exc:
-            data = {"kind": "error", "findings": [], "message": exc.message}
-        keys = _keys_of(data)
-        now = selectors.artifact_shas(app, keys)
-        carry = [(k, expected.get(k, now.get(k, ""))) for k in keys]
-        ctx = {
-            "app": app,
-            "cs": cs,
-            "title": "Undo this restore" if cs.kind == ChangeSet.RESTORE else "Restore all",
-            "data": data,
-            "carry": carry,
-            "ret": ret,
-            "action": reverse("versions:restore_change_set", args=[app.slug, cs.id]),
-            **perms(request),
-        }
-        return _dialog(request, ctx)
-    try:
-        data = _as_dict(_engine().restore_change_set(cs.id, by=by, expected=expected or None))
-    except PreflightFailed as exc:
-        data = _as_dict(exc.receipt)
-    except VersionsError as exc:
-        data = {"kind": "error", "message": exc.message, "written": 0}
-    return _after_restore(request, app, ret, data)
-
-
-# --------------------------------------------------------------------------------------------
-# One restore point (Restore)
-# --------------------------------------------------------------------------------------------
+    flow = Flow(
+        kind=services.SET,
+        app=app,
+        ident=cs.id,
+        title="Undo this restore" if cs.kind == ChangeSet.RESTORE else "Restore all",
+        ret=ret,
+        action=reverse("versions:restore_change_set", args=[app.slug, cs.id]),
+        cancel_url=reverse("versions:change_set", args=[app.slug, cs.id]),
+        target="#" + ret.replace(":", "-"),
+        after=_after_restore,
+        extra={"cs": cs},
+    )
+    return restore_flow(request, flow)
 
 
 @require_http_methods(["GET", "POST"])
 @panel_view
 def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
-    """GET: the confirmation dialog. POST: Confirm restore of one point."""
-    if not request.user.has_perm(RESTORE_PERM):
-        return forbidden(request, NO_RESTORE)
-    app = selectors.get_app(slug)
+    """Restore one point: dialog, then confirm."""
+    app = app_of(request, slug)
     point = selectors.get_point(app, point_id)
     params = request.POST if request.method == "POST" else request.GET
     ret = _return_to(params.get("ret"), f"point:{point.id}")
-    key = f"{point.artifact.collection}/{point.artifact.name}"
-    expected = parse_expected(params.getlist("expected"))
-    by = request.user.get_username()
-    if request.method == "GET":
-        try:
-            data = _as_dict(
-                _engine().restore_point(
-                    point.id, by=by, dry_run=True, expected_sha256=expected.get(key)
-                )
-            )
-        except PreflightFailed as exc:
-            data = _as_dict(exc.receipt)
-        except VersionsError as exc:
-            data = {"kind": "error", "findings": [], "message": exc.message}
-        carry = [(key, expected.get(key, point.artifact.sha256))]
-        ctx = {
-            "app": app,
-            "point": point,
-            "title": "Restore",
-            "data": data,
-            "carry": carry,
-            "ret": ret,
-            "action": reverse("versions:restore_point_restore", args=[app.slug, point.id]),
-            **perms(request),
-        }
-        return _dialog(request, ctx)
-    try:
-        data = _as_dict(_engine().restore_point(point.id, by=by, expected_sha256=expected.get(key)))
-    except PreflightFailed as exc:
-        data = _as_dict(exc.receipt)
-    except VersionsError as exc:
-        data = {"kind": "error", "message": exc.message, "written": 0}
-    return _after_restore(request, app, ret, data)
+    flow = Flow(
+        kind=services.POINT,
+        app=app,
+        ident=point.id,
+        title="Restore",
+        ret=ret,
+        action=reverse("versions:restore_point_restore", args=[app.slug, point.id]),
+        cancel_url=reverse("versions:restore_point", args=[app.slug, point.id]),
+        target="#" + ret.replace(":", "-"),
+        after=_after_restore,
+        extra={"point": point},
+    )
+    return restore_flow(request, flow)
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,12 +179,14 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 # --------------------------------------------------------------------------------------------
 
 
-def _after_restore(request: HttpRequest, app: Any, ret: str, data: dict[str, Any]) -> HttpResponse:
+def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> HttpResponse:
+    """The receipt in place of the expanded set or point (or the receipt page)."""
+    app, ret = flow.app, flow.ret
     kind = data.get("kind")
     if not is_fragment(request):
         if kind == "restore" and data.get("setId"):
             return redirect(reverse("versions:receipt", args=[app.slug, data["setId"]]))
-        ctx = {"app": app, "receipt": data, **perms(request)}
+        ctx = {"app": app, "receipt": data, **perms(request, app)}
         return render(request, "versions/restore_result_page.html", ctx)
     what, _, ident = ret.partition(":")
     if what == "point":
@@ -206,7 +203,7 @@ def _after_restore(request: HttpRequest, app: Any, ret: str, data: dict[str, Any
         new_set = selectors.change_set_row(app, data["setId"])
         row = render_to_string(
             "versions/partials/_set_row.html",
-            {"app": app, "cs": new_set, "fresh": True, **perms(request)},
+            {"app": app, "cs": new_set, "fresh": True, **perms(request, app)},
             request=request,
         )
         html += f'<div hx-swap-oob="afterbegin:#set-list-items">{row}</div>'
@@ -218,7 +215,7 @@ def _after_restore(request: HttpRequest, app: Any, ret: str, data: dict[str, Any
 @panel_view
 def receipt(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """The human view of a restore set's receipt."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     rs = selectors.restore_set(app, set_id)
     return render(request, "versions/receipt_page.html", receipt_page_context(request, app, rs))
 
@@ -227,6 +224,6 @@ def receipt(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
 @panel_view
 def receipt_json(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """A restore set's receipt as JSON (SPEC §4)."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     rs = selectors.restore_set(app, set_id)
     return JsonResponse(rs.receipt or {}, json_dumps_params={"ensure_ascii": False, "indent": 2})

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from versions.errors import VersionsError
-from versions.services.tokens import create_agent_token
+from versions.services import create_agent_token
 
 
 class Command(BaseCommand):

@@ -128,7 +128,7 @@ class Command(BaseCommand):
 
     def _local_token(self, options: dict[str, Any], slug: str) -> str:
         from versions.errors import VersionsError
-        from versions.services.tokens import create_agent_token
+        from versions.services import create_agent_token
 
         try:
             token, _row = create_agent_token(

@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from versions.models import App
-from versions.services.tokens import token_app_slugs, verify_token
+from versions import services
+from versions.errors import VersionsError
 
 TOKEN_ENV = "VERSIONS_MCP_TOKEN"
 
@@ -41,18 +41,18 @@ class Command(BaseCommand):
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
         token = options["token"] or os.environ.get(TOKEN_ENV, "")
         slug = options["app"]
-        row = verify_token(token)
-        if row is None:
+        if services.verify_token(token) is None:
             raise CommandError(f"The token is not valid (pass --token or set ${TOKEN_ENV}).")
-        if not App.objects.filter(slug=slug).exists():
-            raise CommandError(f"There is no app “{slug}”.")
-        if slug not in token_app_slugs(row):
-            raise CommandError(f"The token is not allowed to act on app “{slug}”.")
+        try:
+            actor = services.authenticate_token(token)
+            services.app_for(slug, actor=actor)
+        except VersionsError as exc:
+            raise CommandError(exc.message)
 
         from versions.mcp import build_server
 
         server = build_server(slug, token)
         logging.getLogger("versions.mcp").info(
-            "Versions MCP server for app “%s” as %s, on stdio.", slug, row.user.get_username()
+            "Versions MCP server for app “%s” as %s, on stdio.", slug, actor.name
         )
         server.run("stdio")

@@ -1,9 +1,10 @@
 """The Since release tab (SPEC §6b): what changed since the release, and Restore to release.
 
-Thin adapters over :mod:`versions.services.release`. The cumulative diff of an artifact runs
-from its state at the release — the previous source of its first restore point after the
-release — to its current source, which is exactly that point's then→now diff, so the panel's
-diff renderer (and its hunk pages and gap expanders, keyed by that point) shows it as is.
+Thin adapters over :func:`versions.selectors.since_release` and the restore flow. The
+cumulative diff of an artifact runs from its state at the release — the previous source of its
+first restore point after the release — to its current source, which is exactly that point's
+then→now diff, so the panel's diff renderer (and its hunk pages and gap expanders, keyed by
+that point) shows it as is.
 """
 
 from __future__ import annotations
@@ -16,21 +17,13 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from versions import selectors
-from versions.errors import InvalidInput, PreflightFailed, VersionsError
+from versions import selectors, services
+from versions.errors import Conflict
 from versions.models import App
 from versions.selectors import ArtifactChange
-from versions.services import release
-from versions.views._common import (
-    NO_RESTORE,
-    RESTORE_PERM,
-    forbidden,
-    is_fragment,
-    panel_view,
-    perms,
-)
+from versions.views._common import app_of, is_fragment, panel_view, perms
 from versions.views.diffs import DiffView, build_diff
-from versions.views.restoring import parse_expected
+from versions.views.restoring import Flow, restore_flow
 
 TITLE = "Restore to release"
 ADDED_SINCE = (
@@ -41,11 +34,11 @@ REMOVED_SINCE = (
 )
 
 
-def _diffs(review: release.SinceRelease) -> list[DiffView]:
+def _diffs(review: selectors.SinceRelease) -> list[DiffView]:
     """The panel's diff views of every artifact that differs from its release state."""
     changes: list[ArtifactChange] = []
     for i, state in enumerate(review.changes):
-        pruned = state.status == release.PRUNED
+        pruned = state.status == selectors.PRUNED
         changes.append(
             ArtifactChange(
                 artifact=state.artifact,
@@ -71,10 +64,10 @@ def _diffs(review: release.SinceRelease) -> list[DiffView]:
 
 def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
     """Everything the Since release tab shows (review is None when no release is marked)."""
-    ctx: dict[str, Any] = {"app": app, "tab": "release", **perms(request), **extra}
+    ctx: dict[str, Any] = {"app": app, "tab": "release", **perms(request, app), **extra}
     try:
-        review = release.since_release(app, with_sources=False)
-    except InvalidInput as exc:
+        review = selectors.since_release(app, with_sources=False)
+    except Conflict as exc:
         ctx.update(review=None, no_release=exc.message)
         return ctx
     ctx.update(
@@ -89,64 +82,38 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
 @panel_view
 def since_release(request: HttpRequest, slug: str) -> HttpResponse:
     """The Since release tab: the sets after the release and the cumulative diffs."""
-    app = selectors.get_app(slug)
+    app = app_of(request, slug)
     ctx = _context(request, app)
     if is_fragment(request):
         return render(request, "versions/partials/_release_body.html", ctx)
     return render(request, "versions/since_release.html", ctx)
 
 
-def _dry_run(app: App, by: str, expected: dict[str, str]) -> dict[str, Any]:
-    try:
-        return release.restore_to_release(
-            app, by=by, dry_run=True, expected=expected or None
-        ).as_dict()
-    except PreflightFailed as exc:
-        return dict(exc.receipt.as_dict())
-    except VersionsError as exc:
-        return {"kind": "error", "findings": [], "message": exc.message}
-
-
 @require_http_methods(["GET", "POST"])
 @panel_view
 def restore_to_release(request: HttpRequest, slug: str) -> HttpResponse:
     """GET: the confirmation dialog (a dry run). POST: Confirm restore."""
-    if not request.user.has_perm(RESTORE_PERM):
-        return forbidden(request, NO_RESTORE)
-    app = selectors.get_app(slug)
-    by = request.user.get_username()
-    params = request.POST if request.method == "POST" else request.GET
-    expected = parse_expected(params.getlist("expected"))
-    if request.method == "GET":
-        data = _dry_run(app, by, expected)
-        keys = []
-        for group in ("items", "skipped", "findings"):
-            for entry in data.get(group) or []:
-                key = f"{entry.get('collection')}/{entry.get('name')}"
-                if key not in keys:
-                    keys.append(key)
-        now = selectors.artifact_shas(app, keys)
-        ctx = {
-            "app": app,
-            "title": TITLE,
-            "release_id": data.get("restoredFromSet") or app.release_set_id,
-            "data": data,
-            "carry": [(k, expected.get(k, now.get(k, ""))) for k in keys],
-            "ret": "release",
-            "target": "#tab-body",
-            "action": reverse("versions:restore_to_release", args=[app.slug]),
-            "cancel_url": reverse("versions:since_release", args=[app.slug]),
-            **perms(request),
-        }
-        if is_fragment(request):
-            return render(request, "versions/partials/_release_dialog.html", ctx)
-        return render(request, "versions/since_release.html", {**ctx, "confirm": True})
-    try:
-        data = release.restore_to_release(app, by=by, expected=expected or None).as_dict()
-    except PreflightFailed as exc:
-        data = dict(exc.receipt.as_dict())
-    except VersionsError as exc:
-        data = {"kind": "error", "message": exc.message, "written": 0}
+    app = app_of(request, slug)
+    flow = Flow(
+        kind=services.RELEASE,
+        app=app,
+        ident=None,
+        title=TITLE,
+        ret="release",
+        action=reverse("versions:restore_to_release", args=[app.slug]),
+        cancel_url=reverse("versions:since_release", args=[app.slug]),
+        target="#tab-body",
+        dialog_template="versions/partials/_release_dialog.html",
+        page_template="versions/since_release.html",
+        after=_after_release,
+        extra={"release_id": app.release_set_id, "confirm": True},
+    )
+    return restore_flow(request, flow)
+
+
+def _after_release(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> HttpResponse:
+    """The Since release tab again, with the receipt on top (or the receipt page)."""
+    app = flow.app
     kind = data.get("kind")
     status = 409 if kind == "preflight_failed" else 200
     if not is_fragment(request):

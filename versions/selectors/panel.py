@@ -18,9 +18,9 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db import connections
 from django.db.models import Count, Max, Q, QuerySet, Sum
-from django.http import Http404
 
 from versions import rawsql
+from versions.errors import NotFound
 from versions.models import (
     COLLECTION_CHOICES,
     App,
@@ -39,21 +39,30 @@ INLINE_DIFFS = 12
 
 COLLECTION_LABELS = dict(COLLECTION_CHOICES)
 
+APP_NOT_FOUND = "There is no app “{slug}”."
+SET_NOT_IN_APP = "There is no change set “{id}” in app “{slug}”."
+POINT_NOT_IN_APP = "There is no restore point “{id}” in this app."
+RESTORE_SET_NOT_IN_APP = "There is no restore set “{id}” in this app."
 
-def app_list() -> QuerySet[App]:
-    """Apps with their set count and last activity, for the home page."""
-    return App.objects.annotate(
+
+def app_list(app_ids: Iterable[int] | None = None) -> QuerySet[App]:
+    """Apps with their set count and last activity, for the home page; only ``app_ids`` when
+    given (the apps a person sees)."""
+    apps = App.objects.all() if app_ids is None else App.objects.filter(pk__in=list(app_ids))
+    return apps.annotate(
         set_count=Count("change_sets", distinct=True),
         last_change=Max("change_sets__created_on"),
     ).order_by("slug")
 
 
-def get_app(slug: str) -> App:
-    """The app with ``slug`` (and its release set), or 404."""
-    app = App.objects.select_related("release_set").filter(slug=slug).first()
-    if app is None:
-        raise Http404(f"There is no app “{slug}”.")
-    return app
+def app_of(app: App | str) -> App:
+    """The App for an App or a slug (with its release set), or ``NotFound``."""
+    if isinstance(app, App):
+        return app
+    found = App.objects.select_related("release_set").filter(slug=app).first()
+    if found is None:
+        raise NotFound(APP_NOT_FOUND.format(slug=app))
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +111,8 @@ def change_set_row(app: App, set_id: str) -> ChangeSet:
     """One set with the same totals as a list row, or 404."""
     cs = with_totals(ChangeSet.objects.filter(app=app, id=set_id)).first()
     if cs is None:
-        raise Http404(f"There is no change set “{set_id}” in this app.")
+        raise NotFound(SET_NOT_IN_APP.format(id=set_id, slug=app.slug))
+    cs.app = app
     attach_tools([cs])
     return cs
 
@@ -357,20 +367,20 @@ def get_point(app: App, point_id: str) -> RestorePoint:
 
 
 def app_point(slug: str, point_id: str) -> tuple[App, RestorePoint]:
-    """``get_app`` and ``get_point`` in one query: the app and its point, or the same 404s."""
+    """``app_of`` and ``get_point`` in one query: the app and its point, or the same errors."""
     point = (
         RestorePoint.objects.select_related("artifact", "change_set", "app__release_set")
         .filter(app__slug=slug, id=point_id)
         .first()
     )
     if point is None:
-        get_app(slug)  # 404 for an unknown app first, as the two lookups do
+        app_of(slug)  # NotFound for an unknown app first, as the two lookups do
         raise _no_point(point_id)
     return point.app, point
 
 
-def _no_point(point_id: str) -> Http404:
-    return Http404(f"There is no restore point “{point_id}” in this app.")
+def _no_point(point_id: str) -> NotFound:
+    return NotFound(POINT_NOT_IN_APP.format(id=point_id))
 
 
 def point_change(point: RestorePoint) -> ArtifactChange:
@@ -389,8 +399,17 @@ def restore_set(app: App, set_id: str) -> ChangeSet:
         .first()
     )
     if cs is None:
-        raise Http404(f"There is no restore set “{set_id}” in this app.")
+        raise NotFound(RESTORE_SET_NOT_IN_APP.format(id=set_id))
     return cs
+
+
+def undone_by(app: App, restore_set: ChangeSet) -> list[ChangeSet]:
+    """The restore sets that undid ``restore_set``, oldest first."""
+    return list(
+        ChangeSet.objects.filter(app=app, restored_from=restore_set)
+        .order_by("created_on", "id")
+        .only("id", "created_on", "created_by", "app_id")
+    )
 
 
 def artifact_shas(app: App, keys: list[str]) -> dict[str, str]:

@@ -1,0 +1,6 @@
+"""The agent API (SPEC §7): ``routes`` (the endpoints), ``schemas`` (request and response
+shapes), ``errors`` (the one error → status table)."""
+
+from versions.api.routes import api, api_home, json_method_not_allowed, no_such_endpoint
+
+__all__ = ["api", "api_home", "json_method_not_allowed", "no_such_endpoint"]

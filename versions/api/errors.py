@@ -1,0 +1,130 @@
+"""The agent API's answers other than success: the one error → status table (SPEC §12) and the
+handlers that turn every failure into JSON ``{"error": "<code>", "message": "<words>"}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from versions import conf
+from versions.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    InvalidSpec,
+    NotFound,
+    PreconditionFailed,
+    PreflightFailed,
+    StaleWrite,
+    TooLarge,
+    Unauthenticated,
+    VersionsError,
+)
+
+UNAUTHORIZED = "Send a valid agent token: “Authorization: Bearer <token>”."
+BODY_TOO_LARGE = (
+    "The request body is larger than this server accepts ({limit:,} bytes). Nothing was written."
+)
+
+# The one error → status table of the API (errors carry no HTTP status). The first class an
+# error is an instance of gives its status, so subclasses come before their bases.
+ERROR_STATUS: tuple[tuple[type[VersionsError], int], ...] = (
+    (PreflightFailed, 409),
+    (PreconditionFailed, 412),
+    (StaleWrite, 409),
+    (NotFound, 404),
+    (Forbidden, 403),
+    (Unauthenticated, 401),
+    (TooLarge, 413),
+    (Conflict, 409),
+    (InvalidSpec, 422),
+    (InvalidInput, 400),
+    (VersionsError, 400),
+)
+
+
+def status_of(exc: VersionsError) -> int:
+    """The HTTP status of a service error, from :data:`ERROR_STATUS`."""
+    return next(status for cls, status in ERROR_STATUS if isinstance(exc, cls))
+
+
+class ApiError(Exception):
+    """An answer of the API's own (not a service error), with its status, code and extra keys."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def install(api: NinjaAPI) -> None:
+    """Register every handler on ``api``."""
+
+    def error(
+        request: HttpRequest, status: int, code: str, message: str, **extra: Any
+    ) -> HttpResponse:
+        return api.create_response(
+            request, {"error": code, "message": message, **extra}, status=status
+        )
+
+    def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+        return error(request, exc.status, exc.code, exc.message, **exc.extra)
+
+    def on_versions_error(request: HttpRequest, exc: VersionsError) -> HttpResponse:
+        status = status_of(exc)
+        if isinstance(exc, PreflightFailed):
+            return api.create_response(request, exc.answer(), status=status)
+        if isinstance(exc, StaleWrite):
+            return error(request, status, exc.code, exc.message, current_sha256=exc.current_sha256)
+        extra = {"field": exc.field} if isinstance(exc, InvalidInput) and exc.field else {}
+        response = error(request, status, exc.code, exc.message, **extra)
+        if isinstance(exc, Unauthenticated):
+            response["WWW-Authenticate"] = 'Bearer realm="versions"'
+        return response
+
+    def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        details = [
+            {
+                "loc": [str(part) for part in err.get("loc", ())],
+                "msg": str(err.get("msg", "")),
+            }
+            for err in exc.errors
+        ]
+        first = details[0] if details else {"loc": [], "msg": "invalid"}
+        loc = first["loc"]
+        if loc[:1] == ["body"] and len(loc) > 2:  # ["body", <the view's argument>, field, …]
+            loc = ["body", *loc[2:]]
+        where = ".".join(loc) or "request"
+        return error(request, 422, "validation_error", f"{where}: {first['msg']}", details=details)
+
+    def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        response = error(request, 401, "unauthorized", UNAUTHORIZED)
+        response["WWW-Authenticate"] = 'Bearer realm="versions"'
+        return response
+
+    def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        if exc.status_code == 400:
+            return error(request, 400, "bad_request", f"{exc.message}: send a JSON object.")
+        return error(request, exc.status_code, "error", exc.message)
+
+    def on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or conf.max_write_bytes()
+        return error(request, 413, "too_large", BODY_TOO_LARGE.format(limit=limit))
+
+    def on_404(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return error(request, 404, "not_found", "Not found.")
+
+    api.add_exception_handler(ApiError, on_api_error)  # type: ignore[arg-type]
+    api.add_exception_handler(VersionsError, on_versions_error)  # type: ignore[arg-type]
+    api.add_exception_handler(ValidationError, on_validation_error)  # type: ignore[arg-type]
+    api.add_exception_handler(AuthenticationError, on_auth_error)  # type: ignore[arg-type]
+    api.add_exception_handler(HttpError, on_http_error)  # type: ignore[arg-type]
+    api.add_exception_handler(RequestDataTooBig, on_too_big)  # type: ignore[arg-type]
+    api.add_exception_handler(Http404, on_404)  # type: ignore[arg-type]

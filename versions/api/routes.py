@@ -1,0 +1,412 @@
+"""The agent API (SPEC §7): JSON over HTTP under ``/api/v1/``, a thin adapter over the services.
+
+Each request's bearer token becomes an :class:`~versions.services.Actor`; every endpoint makes
+one call into :mod:`versions.services` (which checks access) or reads through
+:mod:`versions.selectors` an app the services let it reach, and the error table of
+:mod:`versions.api.errors` turns service errors into statuses:
+400 bad input · 401 no or bad token · 403 app outside the token's scope (also for set and point
+ids of such apps) or missing permission · 404 unknown · 409 stale write or refused pre-flight ·
+412 ``If-Match`` mismatch · 413 too large · 422 a body or parameter of the wrong shape, or a
+route spec that does not parse.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from ninja import NinjaAPI, Query
+from ninja.renderers import JSONRenderer
+from ninja.security import HttpBearer
+
+from versions import selectors, services
+from versions.api.errors import ApiError, install
+from versions.api.schemas import (
+    ERRORS,
+    ArtifactList,
+    ArtifactOut,
+    ChangeSetDetail,
+    ChangeSetPage,
+    DeleteQuery,
+    PageQuery,
+    RestorePointIn,
+    RestoreReceiptOut,
+    RestoreSetIn,
+    WriteIn,
+    WriteReceiptOut,
+)
+from versions.errors import PreconditionFailed, StaleWrite
+from versions.models import ChangeSet
+
+DEFAULT_TOOL = "api"
+
+RECEIPT_NOT_FOUND = "There is no restore set “{id}” with a receipt."
+IF_MATCH_FAILED = (
+    "If-Match {given} does not match the current ETag {current}. Nothing was written; "
+    "read it again and retry."
+)
+
+
+class _Utf8Json(JSONRenderer):
+    """JSON as UTF-8 text ("“index”", not "\\u201cindex\\u201d"): the messages are for people.
+    Text that is not UTF-8 (a lone surrogate a client sent as "\\ud800") keeps its escapes."""
+
+    def render(self, request: HttpRequest, data: Any, *, response_status: int) -> bytes:
+        text = json.dumps(data, cls=self.encoder_class, ensure_ascii=False)
+        try:
+            return text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(data, cls=self.encoder_class).encode()
+
+
+class AgentTokenAuth(HttpBearer):
+    """``Authorization: Bearer <token>``: a live token of an active user, as an Actor."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> services.Actor | None:
+        row = services.verify_token(token)
+        return services.actor_for_token(row) if row is not None else None
+
+
+api = NinjaAPI(
+    title="Versions agent API",
+    version="1",
+    description=(
+        "Read and write an app's artifacts through the capture path (every write becomes a "
+        "restore point), list change sets, and restore them with a receipt. Authenticate with "
+        "`Authorization: Bearer <token>` (python manage.py create_agent_token)."
+    ),
+    auth=AgentTokenAuth(),
+    renderer=_Utf8Json(),
+    urls_namespace="versions_api",
+    # /api/v1/docs: Swagger UI from our own static files ("ninja" is an installed app), never
+    # from a CDN; like the schema it describes, readable without a token.
+    docs_url="/docs",
+)
+install(api)
+
+
+def _actor(request: HttpRequest) -> services.Actor:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _error(
+    request: HttpRequest, status: int, code: str, message: str, **extra: Any
+) -> HttpResponse:
+    return api.create_response(request, {"error": code, "message": message, **extra}, status=status)
+
+
+# --- artifacts ----------------------------------------------------------------------------
+
+
+@api.get(
+    "/apps/{slug}/artifacts",
+    response={200: ArtifactList, **ERRORS},
+    summary="List an app's artifacts",
+    tags=["artifacts"],
+)
+def get_artifacts(request: HttpRequest, slug: str, include_deleted: bool = False) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    return {
+        "app": app.slug,
+        "artifacts": selectors.list_artifacts(app, include_deleted=include_deleted),
+    }
+
+
+def _validate_target(collection: str, name: str) -> None:
+    """Refuse an unknown collection or a bad name (400) before touching the database."""
+    services.validate_collection(collection)
+    services.validate_name(name)
+
+
+@api.get(
+    "/apps/{slug}/artifacts/{collection}/{name}",
+    response={200: ArtifactOut, **ERRORS},
+    summary="Read an artifact (ETag: its sha256)",
+    tags=["artifacts"],
+)
+def get_artifact(
+    request: HttpRequest, response: HttpResponse, slug: str, collection: str, name: str
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    _validate_target(collection, name)
+    data = selectors.read_artifact(app, collection, name)
+    response["ETag"] = f'"{data["sha256"]}"'
+    return data
+
+
+def _parse_if_match(header: str) -> list[str]:
+    """The entity tags of an If-Match header; ``["*"]`` for any."""
+    tags = []
+    for part in header.split(","):
+        tag = part.strip()
+        if tag.startswith("W/"):
+            tag = tag[2:]
+        tags.append(tag.strip('"'))
+    return [t for t in tags if t]
+
+
+def _expected_from_if_match(
+    request: HttpRequest, app: Any, collection: str, name: str
+) -> tuple[str | None, bool]:
+    """The hash an ``If-Match`` header pins, and whether one was given; 412 when it cannot match."""
+    header = request.headers.get("If-Match")
+    if header is None:
+        return None, False
+    current = selectors.artifact_shas(app, [f"{collection}/{name}"]).get(f"{collection}/{name}")
+    current = current or None  # a tombstone matches no tag
+    tags = _parse_if_match(header)
+    if current is not None and ("*" in tags or current in tags):
+        return current, True
+    raise ApiError(
+        412,
+        "precondition_failed",
+        IF_MATCH_FAILED.format(
+            given=header[:100], current=f'"{current}"' if current else "(none: it does not exist)"
+        ),
+        current_sha256=current or "",
+    )
+
+
+def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> StaleWrite:
+    """A stale write that only an ``If-Match`` header asked for is a failed precondition."""
+    if if_match and explicit is None:
+        return PreconditionFailed(exc.message, current_sha256=exc.current_sha256)
+    return exc
+
+
+@api.put(
+    "/apps/{slug}/artifacts/{collection}/{name}",
+    response={200: WriteReceiptOut, 201: WriteReceiptOut, **ERRORS},
+    summary="Write an artifact (captured as a restore point first)",
+    tags=["artifacts"],
+)
+def put_artifact(
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: str,
+    collection: str,
+    name: str,
+    body: WriteIn,
+) -> Any:
+    actor = _actor(request)
+    app = services.app_for(slug, actor=actor, action=services.WRITE)
+    _validate_target(collection, name)
+    pinned, if_match = _expected_from_if_match(request, app, collection, name)
+    expected = body.expected_sha256 if body.expected_sha256 is not None else pinned
+    try:
+        receipt = services.write_artifact(
+            app,
+            collection,
+            name,
+            body.source,
+            requested_by=body.requested_by,
+            tool=body.tool or DEFAULT_TOOL,
+            run_id=body.run_id,
+            turn_id=body.turn_id,
+            expected_sha256=expected,
+            actor=actor,
+        )
+    except StaleWrite as exc:
+        raise _precondition(exc, if_match, body.expected_sha256)
+    response["ETag"] = f'"{receipt.sha256}"'
+    created = not receipt.unchanged and receipt.previous_sha256 == ""
+    return (201 if created else 200), receipt.as_dict()
+
+
+@api.delete(
+    "/apps/{slug}/artifacts/{collection}/{name}",
+    response={200: WriteReceiptOut, **ERRORS},
+    summary="Delete an artifact (it becomes a tombstone behind a restore point)",
+    tags=["artifacts"],
+)
+def delete_artifact(
+    request: HttpRequest,
+    slug: str,
+    collection: str,
+    name: str,
+    params: Query[DeleteQuery],
+) -> Any:
+    actor = _actor(request)
+    app = services.app_for(slug, actor=actor, action=services.WRITE)
+    _validate_target(collection, name)
+    pinned, if_match = _expected_from_if_match(request, app, collection, name)
+    expected = params.expected_sha256 if params.expected_sha256 is not None else pinned
+    try:
+        receipt = services.delete_artifact(
+            app,
+            collection,
+            name,
+            requested_by=params.requested_by,
+            tool=params.tool or DEFAULT_TOOL,
+            run_id=params.run_id,
+            turn_id=params.turn_id,
+            expected_sha256=expected,
+            actor=actor,
+        )
+    except StaleWrite as exc:
+        raise _precondition(exc, if_match, params.expected_sha256)
+    return 200, receipt.as_dict()
+
+
+# --- change sets --------------------------------------------------------------------------
+
+
+@api.get(
+    "/apps/{slug}/change-sets",
+    response={200: ChangeSetPage, **ERRORS},
+    summary="List an app's change sets, newest first",
+    tags=["change sets"],
+)
+def get_change_sets(request: HttpRequest, slug: str, params: Query[PageQuery]) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    return selectors.list_change_sets(app, page=params.page, per_page=params.per_page)
+
+
+@api.get(
+    "/change-sets/{set_id}",
+    response={200: ChangeSetDetail, **ERRORS},
+    summary="A change set with its restore points",
+    tags=["change sets"],
+)
+def get_change_set(request: HttpRequest, set_id: str) -> Any:
+    return selectors.change_set_detail(services.set_for(set_id, actor=_actor(request)))
+
+
+# --- restore: one flow for a set, a point and the release ----------------------------------
+
+# Every field of a restore body is optional, so a request with no body is a plain restore.
+_NO_BODY_SET = RestoreSetIn(expected=None)
+_NO_BODY_POINT = RestorePointIn(expected_sha256=None)
+
+
+def _restore(
+    request: HttpRequest,
+    kind: str,
+    ident: str | None,
+    *,
+    dry_run: bool,
+    expected: Any = None,
+    app: Any = None,
+) -> HttpResponse:
+    """Run the restore flow and answer its receipt exactly as the engine wrote it (SPEC §4 keys,
+    in their order); a refused pre-flight is the error table's 409."""
+    receipt = services.run_restore(
+        kind, ident, actor=_actor(request), app=app, dry_run=dry_run, expected=expected
+    )
+    return api.create_response(request, receipt.as_dict(), status=200)
+
+
+@api.post(
+    "/change-sets/{set_id}/restore",
+    response={200: RestoreReceiptOut, **ERRORS},
+    summary="Restore all: the set's artifacts back to their state before it (or a dry run)",
+    tags=["restore"],
+)
+def post_restore_change_set(
+    request: HttpRequest, set_id: str, body: RestoreSetIn = _NO_BODY_SET
+) -> Any:
+    return _restore(request, services.SET, set_id, dry_run=body.dry_run, expected=body.expected)
+
+
+@api.post(
+    "/restore-points/{point_id}/restore",
+    response={200: RestoreReceiptOut, **ERRORS},
+    summary="Restore one artifact to its state before this point",
+    tags=["restore"],
+)
+def post_restore_point(
+    request: HttpRequest, point_id: str, body: RestorePointIn = _NO_BODY_POINT
+) -> Any:
+    point = services.point_for(point_id, actor=_actor(request))
+    expected = None
+    if body.expected_sha256 is not None:
+        expected = {(point.artifact.collection, point.artifact.name): body.expected_sha256}
+    return _restore(request, services.POINT, point.id, dry_run=body.dry_run, expected=expected)
+
+
+@api.get(
+    "/restore-sets/{set_id}/receipt",
+    response={200: RestoreReceiptOut, **ERRORS},
+    summary="The receipt of a restore set",
+    tags=["restore"],
+)
+def get_restore_receipt(request: HttpRequest, set_id: str) -> Any:
+    change_set = services.set_for(set_id, actor=_actor(request))
+    if change_set.kind != ChangeSet.RESTORE or not change_set.receipt:
+        raise ApiError(404, "not_found", RECEIPT_NOT_FOUND.format(id=set_id))
+    return api.create_response(request, change_set.receipt, status=200)
+
+
+@api.post(
+    "/apps/{slug}/restore-to-release",
+    response={200: RestoreReceiptOut, **ERRORS},
+    summary="Restore to release: every artifact changed since the release back to its state then",
+    tags=["restore"],
+)
+def post_restore_to_release(
+    request: HttpRequest, slug: str, body: RestoreSetIn = _NO_BODY_SET
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    return _restore(
+        request, services.RELEASE, None, app=app, dry_run=body.dry_run, expected=body.expected
+    )
+
+
+# --- outside the routes ---------------------------------------------------------------------
+
+NO_SUCH_ENDPOINT = (
+    "There is no API endpoint “{method} {path}”. The endpoints are listed in "
+    "/api/v1/openapi.json (and readable at /api/v1/docs)."
+)
+METHOD_NOT_ALLOWED = "“{path}” does not take {method}; it takes {allowed}."
+
+
+@csrf_exempt  # it writes nothing; an API client has no CSRF token and must read JSON
+def no_such_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """A JSON 404 for any URL under /api/v1/ that no route matched (not Django's HTML page)."""
+    message = NO_SUCH_ENDPOINT.format(method=request.method, path=request.path)
+    return _error(request, 404, "not_found", message)
+
+
+def json_method_not_allowed(get_response: Any) -> Any:
+    """Middleware: a route asked with a method it does not take answers JSON 405 under
+    /api/v1/ (django-ninja answers an empty text/html 405), with the Allow header kept."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if response.status_code == 405 and request.path.startswith("/api/v1/"):
+            allowed = response.get("Allow", "")
+            replacement = _error(
+                request,
+                405,
+                "method_not_allowed",
+                METHOD_NOT_ALLOWED.format(
+                    path=request.path, method=request.method, allowed=allowed or "no method"
+                ),
+            )
+            if allowed:
+                replacement["Allow"] = allowed
+            return replacement
+        return response
+
+    return middleware
+
+
+@csrf_exempt
+def api_home(request: HttpRequest) -> HttpResponse:
+    """``/api/v1/`` itself: where the endpoints are described (JSON, for agents and people)."""
+    if request.method not in ("GET", "HEAD"):
+        return no_such_endpoint(request)
+    return api.create_response(
+        request,
+        {
+            "name": "Versions agent API",
+            "version": "v1",
+            "openapi": "/api/v1/openapi.json",
+            "docs": "/api/v1/docs",
+            "authentication": "Authorization: Bearer <token> (manage.py create_agent_token)",
+        },
+        status=200,
+    )

@@ -1,0 +1,167 @@
+"""What an agent reads (SPEC §7, §8): an app's artifacts, one artifact with its source, change
+sets and one set with its restore points — as plain JSON-ready dicts, the same for the API and
+the MCP server. Fixed queries whatever the number of rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import Count, Sum
+
+from versions.errors import NotFound
+from versions.models import App, Artifact, ChangeSet, RestorePoint
+
+PER_PAGE_DEFAULT = 50
+ARTIFACT_NOT_FOUND = "There is no {collection} “{name}” in app “{slug}”."
+ARTIFACT_DELETED = "The {collection} “{name}” of app “{slug}” was deleted (it is a tombstone)."
+
+
+def iso_utc(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def artifact_summary(artifact: Artifact) -> dict[str, Any]:
+    return {
+        "collection": artifact.collection,
+        "name": artifact.name,
+        "sha256": artifact.sha256,
+        "size": artifact.size,
+        "deleted": artifact.deleted,
+        "updated_on": iso_utc(artifact.updated_on),
+        "updated_by": artifact.updated_by,
+    }
+
+
+def list_artifacts(app: App, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+    """The app's artifacts (without sources), by collection and name."""
+    rows = Artifact.objects.filter(app=app).order_by("collection", "name")
+    if not include_deleted:
+        rows = rows.filter(deleted=False)
+    return [artifact_summary(a) for a in rows]
+
+
+def read_artifact(app: App, collection: str, name: str) -> dict[str, Any]:
+    """One live artifact with its source; NotFound for an unknown or deleted one (the caller
+    validated the collection and name)."""
+    artifact = (
+        Artifact.objects.select_related("blob")
+        .filter(app=app, collection=collection, name=name)
+        .first()
+    )
+    if artifact is None:
+        raise NotFound(ARTIFACT_NOT_FOUND.format(collection=collection, name=name, slug=app.slug))
+    if artifact.deleted:
+        raise NotFound(ARTIFACT_DELETED.format(collection=collection, name=name, slug=app.slug))
+    return {"app": app.slug, **artifact_summary(artifact), "source": artifact.source}
+
+
+def _summaries(sets: list[ChangeSet]) -> list[dict[str, Any]]:
+    """Summaries of ``sets`` in two queries whatever their number."""
+    ids = [cs.id for cs in sets]
+    stats = {
+        row["change_set_id"]: row
+        for row in RestorePoint.objects.filter(change_set_id__in=ids)
+        .values("change_set_id")
+        .annotate(
+            n_points=Count("id"),
+            n_artifacts=Count("artifact_id", distinct=True),
+            added=Sum("lines_added"),
+            removed=Sum("lines_removed"),
+        )
+    }
+    who: dict[str, tuple[dict[str, None], dict[str, None]]] = {i: ({}, {}) for i in ids}
+    for set_id, requested_by, tool in (
+        RestorePoint.objects.filter(change_set_id__in=ids)
+        .order_by("created_on", "id")
+        .values_list("change_set_id", "requested_by", "tool")
+    ):
+        if requested_by:
+            who[set_id][0][requested_by] = None
+        if tool:
+            who[set_id][1][tool] = None
+    out = []
+    for cs in sets:
+        row: Any = stats.get(cs.id) or {}
+        out.append(
+            {
+                "id": cs.id,
+                "kind": cs.kind,
+                "name": cs.name,
+                "created_on": iso_utc(cs.created_on),
+                "created_by": cs.created_by,
+                "requested_by": list(who[cs.id][0]),
+                "tools": list(who[cs.id][1]),
+                "artifacts": row.get("n_artifacts", 0),
+                "points": row.get("n_points", 0),
+                "lines_added": row.get("added") or 0,
+                "lines_removed": row.get("removed") or 0,
+                "is_release": cs.app.release_set_id == cs.id,
+                "restored_from": cs.restored_from_id,
+                "run_id": cs.run_id,
+                "turn_id": cs.turn_id,
+            }
+        )
+    return out
+
+
+def list_change_sets(
+    app: App, *, page: int = 1, per_page: int = PER_PAGE_DEFAULT
+) -> dict[str, Any]:
+    """One page of the app's change sets, newest first."""
+    rows = ChangeSet.objects.filter(app=app).select_related("app").order_by("-created_on", "-id")
+    total = rows.count()
+    start = (page - 1) * per_page
+    sets = list(rows[start : start + per_page])
+    return {
+        "app": app.slug,
+        "page": page,
+        "per_page": per_page,
+        "total": total,
+        "next_page": page + 1 if start + per_page < total else None,
+        "items": _summaries(sets),
+    }
+
+
+def point_out(point: RestorePoint) -> dict[str, Any]:
+    return {
+        "id": point.id,
+        "kind": point.kind,
+        "artifact": {
+            "app": point.app.slug,
+            "collection": point.artifact.collection,
+            "name": point.artifact.name,
+        },
+        "previous_sha256": point.previous_sha256,
+        "previous_existed": point.previous_existed,
+        "previous_size": point.previous_size,
+        "source_stored": point.source_stored,
+        "new_sha256": point.new_sha256,
+        "requested_by": point.requested_by,
+        "tool": point.tool,
+        "created_on": iso_utc(point.created_on),
+        "lines_added": point.lines_added,
+        "lines_removed": point.lines_removed,
+        "run_id": point.run_id,
+        "turn_id": point.turn_id,
+        "name": point.name,
+    }
+
+
+def change_set_detail(change_set: ChangeSet) -> dict[str, Any]:
+    """A change set with its restore points, oldest first."""
+    points = (
+        RestorePoint.objects.filter(change_set=change_set)
+        .select_related("artifact", "app")
+        .order_by("created_on", "id")
+    )
+    return {
+        **_summaries([change_set])[0],
+        "app": change_set.app.slug,
+        "restore_points": [point_out(p) for p in points],
+        "pruned": list(change_set.pruned or []),
+        "receipt": change_set.receipt,
+    }

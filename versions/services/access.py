@@ -1,0 +1,295 @@
+"""Who is acting, and what they may do: the one place every door's access check lives (SPEC §12).
+
+Each door builds an :class:`Actor` once per request — the panel from the signed-in user, the API
+and the MCP server from an agent token, commands as a trusted command — and passes it to the
+services, which check it and raise :class:`~versions.errors.Forbidden` or
+:class:`~versions.errors.NotFound` in words. No door repeats a check or its message.
+
+Actions, each implying the ones before it on the same app: ``view`` (read the panel, diffs,
+previews), ``name`` (name sets and points, mark the release), ``restore`` (Restore, Restore all,
+Revert, Restore to release), ``promote`` (promote, roll back production).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.db.models import Exists, OuterRef
+
+from versions.errors import Forbidden, NotFound, Unauthenticated, VersionsError
+from versions.models import AgentToken, App, ChangeSet, RestorePoint
+from versions.services.tokens import verify_token
+
+VIEW = "view"
+NAME = "name"
+RESTORE = "restore"
+PROMOTE = "promote"
+# Writing artifacts: what agent tokens (and commands) do; no panel user writes artifacts.
+WRITE = "write"
+ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, WRITE)
+
+# The global Django permissions of SPEC §6 (and §13): each means "this action on every app".
+PERMISSIONS = {
+    VIEW: "versions.view_changeset",
+    NAME: "versions.change_changeset",
+    RESTORE: "versions.restore_changeset",
+    PROMOTE: "versions.promote_deployment",
+}
+
+COMMAND = "command"
+USER = "user"
+TOKEN = "token"
+
+APP_NOT_FOUND = "There is no app “{slug}”."
+SET_NOT_FOUND = "There is no change set “{id}”."
+POINT_NOT_FOUND = "There is no restore point “{id}”."
+_SET_ID = re.compile(r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
+_POINT_ID = re.compile(r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
+NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
+OUT_OF_SCOPE = "This token is not allowed to act on app “{slug}”."
+TOKEN_REFUSED = (
+    "Send a valid agent token: this one is unknown, revoked, expired, or its user is inactive."
+)
+NO_WORKSPACE_ROLLBACK = (
+    "{who} may not roll back workspaces. Ask an admin for the restore permission; "
+    "nothing was written."
+)
+# What an actor lacking an action is told; {who} names the person or the token's user.
+NEEDS = {
+    WRITE: "{who} may not write to app “{slug}”; nothing was written.",
+    VIEW: "{who} may not view app “{slug}”. Ask an admin for the view permission.",
+    NAME: (
+        "{who} may not name change sets or mark releases of app “{slug}”. "
+        "Ask an admin for that permission; nothing was changed."
+    ),
+    RESTORE: (
+        "{who} may not restore app “{slug}”. "
+        "Ask an admin for the restore permission; nothing was written."
+    ),
+    PROMOTE: (
+        "{who} may not promote or roll back production of app “{slug}”. "
+        "Ask an admin for the promote permission; nothing was changed."
+    ),
+}
+
+
+class Actor:
+    """Who is acting (a panel user, an agent token, a command) and what it may do.
+
+    ``everywhere``: the actions allowed on every app (global permissions; read from the user's
+    permissions when first needed); ``per_app``: more actions on single apps (by app id); a
+    token may touch only the apps it is scoped to (looked up once per app, or together with
+    the app by :func:`app_for`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        *,
+        everywhere: frozenset[str] | None = None,
+        per_app: Mapping[int, frozenset[str]] | None = None,
+        user: Any = None,
+        token: AgentToken | None = None,
+        extra: frozenset[str] = frozenset(),
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.user = user
+        self.token = token
+        self.per_app = dict(per_app or {})
+        self._everywhere = everywhere
+        self._extra = extra
+        self._scope: dict[int, bool] = {}
+
+    def __repr__(self) -> str:
+        return f"<Actor {self.label}>"
+
+    @property
+    def everywhere(self) -> frozenset[str]:
+        """The actions the actor may do on every app it may touch."""
+        if self._everywhere is None:
+            self._everywhere = _user_actions(self.user) | self._extra
+        return self._everywhere
+
+    @property
+    def label(self) -> str:
+        """Who this is, for the record: ``user:alice``, ``token:vt_abc… of alice``."""
+        if self.kind == TOKEN and self.token is not None:
+            return f"token:{self.token.prefix}… of {self.name}"
+        return f"{self.kind}:{self.name}"
+
+    @property
+    def who(self) -> str:
+        return f"User “{self.name}”"
+
+    def in_scope(self, app: App) -> bool:
+        """Whether the actor may touch ``app`` at all (a token: one of its apps)."""
+        if self.token is None:
+            return True
+        if app.pk not in self._scope:
+            through = AgentToken.apps.through.objects
+            self._scope[app.pk] = through.filter(
+                agenttoken_id=self.token.pk, app_id=app.pk
+            ).exists()
+        return self._scope[app.pk]
+
+    def may(self, action: str, app: App | None = None) -> bool:
+        """Whether the actor may do ``action`` on ``app`` (on some app when ``app`` is None)."""
+        if app is not None and not self.in_scope(app):
+            return False
+        if action in self._extra or action in self.everywhere:
+            return True
+        if app is None:
+            return any(action in actions for actions in self.per_app.values())
+        return action in self.per_app.get(app.pk, frozenset())
+
+    def sees(self, app: App) -> bool:
+        """Whether ``app`` exists for this actor: it may view it."""
+        return self.may(VIEW, app)
+
+    def check(self, action: str, app: App, *, missing: VersionsError | None = None) -> None:
+        """The whole access check of one action on one app: ``Forbidden`` outside a token's
+        apps, ``missing`` (default: the app's ``NotFound``) when the app does not exist for the
+        actor, ``Forbidden`` naming what it lacks otherwise."""
+        if not self.in_scope(app):
+            raise Forbidden(OUT_OF_SCOPE.format(slug=app.slug))
+        if not self.sees(app):
+            raise missing or NotFound(APP_NOT_FOUND.format(slug=app.slug))
+        self.require(action, app)
+
+    def require(self, action: str, app: App) -> None:
+        """Raise ``Forbidden`` in words unless the actor may do ``action`` on ``app``."""
+        if not self.in_scope(app):
+            raise Forbidden(OUT_OF_SCOPE.format(slug=app.slug))
+        if not self.may(action, app):
+            raise Forbidden(NEEDS[action].format(who=self.who, slug=app.slug))
+
+
+def command_actor(name: str = "command") -> Actor:
+    """A trusted command or script: every action on every app (``by`` names it)."""
+    return Actor(name=name, kind=COMMAND, everywhere=frozenset(ACTIONS))
+
+
+def _user_actions(user: Any) -> frozenset[str]:
+    if not getattr(user, "is_active", False):
+        return frozenset()
+    held = [action for action, perm in PERMISSIONS.items() if user.has_perm(perm)]
+    return frozenset(held)
+
+
+def actor_for_user(user: Any) -> Actor:
+    """The actor of a signed-in panel user: its global permissions."""
+    return Actor(name=user.get_username(), kind=USER, user=user)
+
+
+def actor_for_token(row: AgentToken) -> Actor:
+    """The actor of an agent token: on the token's apps only, it may read and write (what a
+    token is for), and restore or promote as far as its user's permissions allow."""
+    return Actor(
+        name=row.user.get_username(),
+        kind=TOKEN,
+        user=row.user,
+        token=row,
+        extra=frozenset({VIEW, WRITE}),
+    )
+
+
+def authenticate_token(token: str | None) -> Actor:
+    """The actor of a bearer token, or ``Unauthenticated`` in words."""
+    row = verify_token(token)
+    if row is None:
+        raise Unauthenticated(TOKEN_REFUSED)
+    return actor_for_token(row)
+
+
+def trusted(actor: Actor | None, by: str | None) -> Actor:
+    """The actor a service acts for: the one given, else a trusted command named ``by``."""
+    return actor if actor is not None else command_actor(by or "command")
+
+
+def require_workspace_rollback(actor: Actor) -> None:
+    """Rolling back a workspace (SPEC §9) needs the restore permission on every app: a
+    workspace belongs to no app (``Forbidden`` in words)."""
+    if restores_everywhere(actor):
+        return
+    raise Forbidden(NO_WORKSPACE_ROLLBACK.format(who=actor.who))
+
+
+def restores_everywhere(actor: Actor) -> bool:
+    """Whether the actor may restore on every app (a global permission, not a role)."""
+    return actor.token is None and RESTORE in actor.everywhere
+
+
+def require_panel(actor: Actor) -> None:
+    """A person must be able to view some app to use the panel at all (403 in words)."""
+    if not actor.may(VIEW):
+        raise Forbidden(NO_VIEW)
+
+
+def app_for(slug: object, *, actor: Actor | None = None, action: str = VIEW) -> App:
+    """The app ``slug`` as ``actor`` may reach it: ``NotFound`` when it does not exist (for this
+    actor), ``Forbidden`` when the actor may not do ``action`` on it. One query for a slug,
+    the token's scope included."""
+    if isinstance(slug, App):
+        app: App | None = slug
+    elif isinstance(slug, str) and len(slug) <= 50:
+        rows = App.objects.select_related("release_set").filter(slug=slug)
+        if actor is not None and actor.token is not None:
+            scope = AgentToken.apps.through.objects.filter(
+                agenttoken_id=actor.token.pk, app_id=OuterRef("pk")
+            )
+            rows = rows.annotate(in_scope=Exists(scope))
+        app = rows.first()
+        if app is not None and actor is not None and actor.token is not None:
+            actor._scope[app.pk] = bool(app.in_scope)  # type: ignore[attr-defined]
+    else:
+        app = None
+    if app is None:
+        raise NotFound(APP_NOT_FOUND.format(slug=slug))
+    if actor is not None:
+        actor.check(action, app)
+    return app
+
+
+def set_for(set_id: object, *, actor: Actor | None = None, action: str = VIEW) -> ChangeSet:
+    """The change set ``set_id`` (with its app) as ``actor`` may reach it, or ``NotFound`` /
+    ``Forbidden`` in words."""
+    found = (
+        ChangeSet.objects.select_related("app").filter(id=set_id).first()
+        if isinstance(set_id, str) and _SET_ID.match(set_id)
+        else None
+    )
+    missing = NotFound(SET_NOT_FOUND.format(id=set_id))
+    if found is None:
+        raise missing
+    if actor is not None:
+        actor.check(action, found.app, missing=missing)
+    return found
+
+
+def point_for(point_id: object, *, actor: Actor | None = None, action: str = VIEW) -> RestorePoint:
+    """The restore point ``point_id`` (with its app) as ``actor`` may reach it, or ``NotFound``
+    / ``Forbidden`` in words."""
+    found = (
+        RestorePoint.objects.select_related("app", "artifact").filter(id=point_id).first()
+        if isinstance(point_id, str) and _POINT_ID.match(point_id)
+        else None
+    )
+    missing = NotFound(POINT_NOT_FOUND.format(id=point_id))
+    if found is None:
+        raise missing
+    if actor is not None:
+        actor.check(action, found.app, missing=missing)
+    return found
+
+
+def visible_app_ids(actor: Actor) -> frozenset[int] | None:
+    """The ids of the apps ``actor`` sees beyond its global permissions, or None: every app."""
+    if VIEW in actor.everywhere and actor.token is None:
+        return None
+    if actor.token is not None:
+        return frozenset(actor.token.apps.values_list("pk", flat=True))
+    return frozenset(pk for pk, actions in actor.per_app.items() if VIEW in actions)
