@@ -191,11 +191,6 @@ class Artifact(models.Model):
         return not self.deleted
 
 
-class ChangeSetQuerySet(models.QuerySet["ChangeSet"]):
-    def for_app(self, app: App) -> ChangeSetQuerySet:
-        return self.filter(app=app)
-
-
 class ChangeSet(models.Model):
     """The restore points of one agent turn (kind change) or of one restore (kind restore)."""
 
@@ -232,7 +227,6 @@ class ChangeSet(models.Model):
         help_text="Points of this set removed by retention: [{pointId, artifactId}].",
     )
 
-    objects = ChangeSetQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_on", "-id"]
@@ -258,11 +252,6 @@ class ChangeSet(models.Model):
 
     def __str__(self) -> str:
         return self.id
-
-
-class RestorePointQuerySet(models.QuerySet["RestorePoint"]):
-    def unpinned(self) -> RestorePointQuerySet:
-        return self.filter(pinned=False)
 
 
 class RestorePoint(models.Model):
@@ -311,7 +300,6 @@ class RestorePoint(models.Model):
         help_text="Named, or in a named set or the release set: never pruned, not counted.",
     )
 
-    objects = RestorePointQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_on", "-id"]

@@ -1,9 +1,11 @@
 """Statements run on the database driver's own cursor, for the few hot paths where Django's
 cursor wrapper costs as much as the statement (capture, retention, loading sources).
 
-Errors are translated as Django's are. Where someone records queries (the debug cursor,
-assertNumQueries, execute wrappers) every statement still runs through Django's cursor, so it
-is seen and counted.
+Errors are translated as Django's are. Where queries are logged (DEBUG, assertNumQueries,
+``CaptureQueriesContext``) the statements still run here, on the driver's cursor — the path
+production runs — and log themselves as Django's cursor would, so they are seen and counted.
+Only execute wrappers (``connection.execute_wrapper``), which need Django's cursor to wrap,
+send the statements through it.
 
 On PostgreSQL a transaction that is the connection's own (:func:`outermost`) can be two round
 trips: :func:`execute_first` sends BEGIN with its first statement, ``batch(commit=True)``
@@ -13,6 +15,7 @@ error, on-commit callbacks).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -23,8 +26,20 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 
 def recorded(db: Any) -> bool:
-    """Whether someone records this connection's queries."""
-    return bool(db.queries_logged or db.execute_wrappers)
+    """Whether someone wraps this connection's execution (then it goes through Django's cursor,
+    which applies the wrappers)."""
+    return bool(db.execute_wrappers)
+
+
+def _log(db: Any, sql: str, params: Sequence[Any], started: float) -> None:
+    """Log a statement as Django's debug cursor does, when this connection logs queries."""
+    if db.queries_logged:
+        shown = sql if not params else f"{sql} -- params {_shown(params)}"
+        db.queries_log.append({"sql": shown, "time": f"{time.monotonic() - started:.3f}"})
+
+
+def _shown(params: Sequence[Any]) -> str:
+    return repr([f"<{len(p)} bytes>" if isinstance(p, bytes | memoryview) else p for p in params])
 
 
 def execute(
@@ -51,18 +66,22 @@ def execute(
             return _fetched(cursor, fetch)
     db.ensure_connection()
     db.validate_no_broken_transaction()  # as Django's cursor does before every statement
-    if db.vendor != "postgresql":
+    started = time.monotonic()
+    try:
+        if db.vendor != "postgresql":
+            with db.wrap_database_errors:
+                cursor = db.connection.execute(_qmark(sql), params)
+                try:
+                    return _fetched(cursor, fetch)
+                finally:
+                    cursor.close()
         with db.wrap_database_errors:
-            cursor = db.connection.execute(_qmark(sql), params)
-            try:
-                return _fetched(cursor, fetch)
-            finally:
-                cursor.close()
-    with db.wrap_database_errors:
-        # Not closed: in pipeline mode its result may still be on the way.
-        pg_cursor = _pg_cursor(db, binary)
-        pg_cursor.execute(sql, params)
-        return _fetched(pg_cursor, fetch)
+            # Not closed: in pipeline mode its result may still be on the way.
+            pg_cursor = _pg_cursor(db, binary)
+            pg_cursor.execute(sql, params)
+            return _fetched(pg_cursor, fetch)
+    finally:
+        _log(db, sql, params, started)
 
 
 def execute_later(sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_ALIAS) -> Any:
@@ -74,9 +93,11 @@ def execute_later(sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_AL
         row = execute(sql, params, "one", using=using)
         return lambda: row
     db.validate_no_broken_transaction()
+    started = time.monotonic()
     with db.wrap_database_errors:
         cursor = _pg_cursor(db, False)
         cursor.execute(sql, params)
+    _log(db, sql, params, started)
 
     def first_row() -> Any:
         with db.wrap_database_errors:
@@ -147,6 +168,7 @@ def execute_first(
             execute(before, before_params, using=using)
         return execute(sql, params, fetch, binary=binary, using=using)
     begin = getattr(conn, "_get_tx_start_command", lambda: b"BEGIN")()
+    started = time.monotonic()
     with db.wrap_database_errors:
         cursor = _pg_cursor(db, binary)
         # While the pipeline is built psycopg must not start the transaction itself (it
@@ -160,6 +182,9 @@ def execute_first(
                 cursor.execute(sql, params)
         finally:
             conn._autocommit = False
+        for before, before_params in prelude:
+            _log(db, before, before_params, started)
+        _log(db, sql, params, started)
         # The results arrived when the pipeline ended.
         return _fetched(cursor, fetch)
 

@@ -40,7 +40,7 @@ def list_artifacts(app: App, *, include_deleted: bool = False) -> list[dict[str,
     """The app's artifacts (without sources), by collection and name."""
     rows = Artifact.objects.filter(app=app).order_by("collection", "name")
     if not include_deleted:
-        rows = rows.filter(deleted=False)
+        rows = rows.live()
     return [artifact_summary(a) for a in rows]
 
 

@@ -191,8 +191,12 @@ def states_at(
 ) -> list[ArtifactState]:
     """The state at ``moment`` of every artifact of the app (tombstones too), by collection
     and name. Two queries whatever the number of artifacts (three ``with_sources``)."""
-    app_id = app.pk if isinstance(app, App) else App.objects.filter(slug=app).values("pk")[:1]
-    return _states(Artifact.objects.filter(app_id=app_id), moment, with_sources=with_sources)
+    artifacts = (
+        Artifact.objects.filter(app=app)
+        if isinstance(app, App)
+        else Artifact.objects.filter(app__slug=app)
+    )
+    return _states(artifacts, moment, with_sources=with_sources)
 
 
 def state_at(artifact: Artifact, moment: datetime, *, with_source: bool = False) -> ArtifactState:
