@@ -10,6 +10,13 @@ from versions.errors import Forbidden, NotFound, Unauthenticated
 from versions.models import App
 
 
+def refusal(action: str, who: str, slug: str) -> str:
+    """The words of a refusal: what the person may not do, and the role that would allow it."""
+    return services.NEEDS[action].format(
+        who=f"User “{who}”", slug=slug
+    ) + services.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
+
+
 def _user(username: str, *codenames: str, superuser: bool = False) -> User:
     if superuser:
         return User.objects.create_superuser(username, password=None)
@@ -38,9 +45,7 @@ def test_a_user_may_what_its_global_permissions_say_on_every_app(app, other):
     assert not viewer.may(services.RESTORE, app)
     with pytest.raises(Forbidden) as refused:
         viewer.require(services.RESTORE, app)
-    assert refused.value.message == services.NEEDS[services.RESTORE].format(
-        who="User “viewer”", slug="quotes"
-    )
+    assert refused.value.message == refusal(services.RESTORE, "viewer", "quotes")
 
 
 def test_a_person_who_may_view_nothing_may_not_use_the_panel(app):
@@ -66,9 +71,7 @@ def test_a_token_acts_only_on_its_apps_and_restores_only_with_its_users_permissi
     assert refused.value.message == services.OUT_OF_SCOPE.format(slug="billing")
     with pytest.raises(Forbidden) as no_restore:
         services.app_for("quotes", actor=actor, action=services.RESTORE)
-    assert no_restore.value.message == services.NEEDS[services.RESTORE].format(
-        who="User “agent”", slug="quotes"
-    )
+    assert no_restore.value.message == refusal(services.RESTORE, "agent", "quotes")
 
 
 def test_a_revoked_or_unknown_token_is_refused_in_words(app):

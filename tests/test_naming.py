@@ -15,6 +15,13 @@ def receipt(app: App) -> services.WriteReceipt:
     return services.write_artifact(app, "pltf_page", "index", "v1\n", requested_by="a", tool="t")
 
 
+def refusal(action: str, who: str, slug: str) -> str:
+    """The words of a refusal: what the person may not do, and the role that would allow it."""
+    return services.NEEDS[action].format(
+        who=f"User “{who}”", slug=slug
+    ) + services.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
+
+
 def _viewer() -> services.Actor:
     user = User.objects.create_user("viewer", password=None)
     user.user_permissions.add(Permission.objects.get(codename="view_changeset"))
@@ -56,9 +63,7 @@ def test_a_viewer_may_not_name_or_mark_and_nothing_changes(app, receipt):
     viewer = _viewer()
     with pytest.raises(Forbidden) as refused:
         services.name_change_set(receipt.change_set_id, "x", actor=viewer)
-    assert refused.value.message == services.NEEDS[services.NAME].format(
-        who="User “viewer”", slug="quotes"
-    )
+    assert refused.value.message == refusal(services.NAME, "viewer", "quotes")
     with pytest.raises(Forbidden):
         services.mark_release(receipt.change_set_id, actor=viewer)
     with pytest.raises(Forbidden):

@@ -15,6 +15,7 @@ from versions import services
 from versions.errors import VersionsError
 from versions.models import (
     App,
+    AppMembership,
     Artifact,
     AuditEvent,
     ChangeSet,
@@ -132,3 +133,45 @@ class ReleaseMarkAdmin(ReadOnlyAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["app", "kind", "change_set_ref", "by", "on"]
     list_filter = ["kind", "app"]
+
+
+@admin.register(AppMembership)
+class AppMembershipAdmin(admin.ModelAdmin):
+    """Roles per app (SPEC §19), through the members service: the same checks as the panel's
+    Members page (an app keeps its last owner) and every change in the app's audit log."""
+
+    list_display = ["app", "user", "group", "role", "created_by", "created_on"]
+    list_filter = ["role", "app"]
+    search_fields = ["app__slug", "user__username", "group__name"]
+    fields = ["app", "user", "group", "role"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["app", "user", "group"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: AppMembership, form: Any, change: bool) -> None:
+        actor = services.actor_for_user(request.user)
+        try:
+            if change:
+                saved = services.change_role(obj.app, obj.pk, obj.role, actor=actor)
+            else:
+                saved = services.add_member(
+                    obj.app,
+                    role=obj.role,
+                    username=obj.user.get_username() if obj.user is not None else None,
+                    group=obj.group.name if obj.group is not None else None,
+                    actor=actor,
+                )
+        except VersionsError as exc:
+            messages.error(request, exc.message)
+            return
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: AppMembership) -> None:
+        try:
+            services.remove_member(obj.app, obj.pk, actor=services.actor_for_user(request.user))
+        except VersionsError as exc:
+            messages.error(request, exc.message)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # One at a time, through the service: a bulk delete could remove an app's last owner.
+        return obj is not None and super().has_delete_permission(request, obj)

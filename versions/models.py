@@ -227,7 +227,6 @@ class ChangeSet(models.Model):
         help_text="Points of this set removed by retention: [{pointId, artifactId}].",
     )
 
-
     class Meta:
         ordering = ["-created_on", "-id"]
         permissions = [("restore_changeset", "Can restore change sets and restore points")]
@@ -299,7 +298,6 @@ class RestorePoint(models.Model):
         default=False,
         help_text="Named, or in a named set or the release set: never pruned, not counted.",
     )
-
 
     class Meta:
         ordering = ["-created_on", "-id"]
@@ -389,3 +387,67 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+
+class AppMembership(models.Model):
+    """A user's or a group's role on one app (SPEC §19); each role includes the ones before it.
+
+    Managed through :mod:`versions.services.members` (the panel's Members page and the admin),
+    which keeps every change in the app's audit log.
+    """
+
+    VIEWER = "viewer"
+    REVIEWER = "reviewer"
+    RESTORER = "restorer"
+    PROMOTER = "promoter"
+    OWNER = "owner"
+    ROLES = (VIEWER, REVIEWER, RESTORER, PROMOTER, OWNER)
+    ROLE_CHOICES = [
+        (VIEWER, "Viewer: reads the panel, diffs and previews"),
+        (REVIEWER, "Reviewer: + names sets and marks the release"),
+        (RESTORER, "Restorer: + Restore, Restore all, Revert, Restore to release"),
+        (PROMOTER, "Promoter: + promotes and rolls back production"),
+        (OWNER, "Owner: + manages the app's members and agent tokens"),
+    ]
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="app_memberships",
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="app_memberships",
+    )
+    role = models.CharField(max_length=10, choices=ROLE_CHOICES)
+    created_on = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["app", "-role", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(user__isnull=False, group__isnull=True)
+                | Q(user__isnull=True, group__isnull=False),
+                name="membership_user_or_group",
+            ),
+            models.UniqueConstraint(
+                fields=["app", "user"], condition=Q(user__isnull=False), name="membership_user"
+            ),
+            models.UniqueConstraint(
+                fields=["app", "group"], condition=Q(group__isnull=False), name="membership_group"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["user", "app"], name="membership_by_user"),
+            models.Index(fields=["group", "app"], name="membership_by_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user or self.group} {self.role} of {self.app}"

@@ -61,5 +61,9 @@ urlpatterns = [
         views.restore_to_release,
         name="restore_to_release",
     ),
+    path(f"{_APP}members/", views.members, name="members"),
+    path(f"{_APP}members/add/", views.add_member, name="add_member"),
+    path(f"{_APP}members/<int:membership_id>/role/", views.change_role, name="change_role"),
+    path(f"{_APP}members/<int:membership_id>/remove/", views.remove_member, name="remove_member"),
     # Live app routes (versions/live.py) go below this line.
 ]

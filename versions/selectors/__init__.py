@@ -7,7 +7,8 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.panel` — the panel's lists, expanded sets, points and sources;
 - :mod:`~versions.selectors.agent` — what an agent reads over the API and MCP;
 - :mod:`~versions.selectors.states` — the state of an app's artifacts at a moment;
-- :mod:`~versions.selectors.release` — the release and what changed since it.
+- :mod:`~versions.selectors.release` — the release and what changed since it;
+- :mod:`~versions.selectors.members` — who has which role on an app.
 """
 
 from versions.selectors.agent import (
@@ -20,6 +21,12 @@ from versions.selectors.agent import (
     list_change_sets,
     point_out,
     read_artifact,
+)
+from versions.selectors.members import (
+    MEMBER_EVENTS,
+    member_candidates,
+    member_history,
+    members,
 )
 from versions.selectors.panel import (
     APP_NOT_FOUND,
@@ -79,6 +86,10 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "MEMBER_EVENTS",
+    "member_candidates",
+    "member_history",
+    "members",
     "ADDED",
     "APP_NOT_FOUND",
     "ARTIFACT_DELETED",

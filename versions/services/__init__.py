@@ -10,6 +10,7 @@ outside this package imports a module inside it: everything a caller needs is re
 - ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
 - ``release`` — Restore to release (SPEC §6b);
 - ``flow`` — the one restore flow every door runs (SPEC §12);
+- ``members`` — people's roles per app (SPEC §19);
 - ``naming`` — names and the release mark;
 - ``retention`` — pruning and pins;
 - ``routes`` — the route-save path (SPEC §5);
@@ -19,12 +20,15 @@ outside this package imports a module inside it: everything a caller needs is re
 
 from versions.services._store import sha256_hex
 from versions.services.access import (
+    MANAGE,
     NAME,
     NEEDS,
+    NEEDS_ROLE,
     NO_VIEW,
     OUT_OF_SCOPE,
     PROMOTE,
     RESTORE,
+    ROLE_FOR,
     TOKEN_REFUSED,
     VIEW,
     WRITE,
@@ -38,6 +42,7 @@ from versions.services.access import (
     require_panel,
     require_workspace_rollback,
     restores_everywhere,
+    roles_of,
     set_for,
     visible_app_ids,
 )
@@ -48,6 +53,18 @@ from versions.services.capture import (
     write_artifact,
 )
 from versions.services.flow import KINDS, POINT, RELEASE, SET, run_restore
+from versions.services.members import (
+    ALREADY_MEMBER,
+    LAST_OWNER,
+    MEMBERSHIP_NOT_FOUND,
+    UNKNOWN_GROUP,
+    UNKNOWN_ROLE,
+    UNKNOWN_USER,
+    add_member,
+    change_role,
+    remove_member,
+    whom,
+)
 from versions.services.naming import (
     NAME_HAS_CONTROL,
     NAME_NOT_TEXT,
@@ -70,6 +87,7 @@ from versions.services.restore import (
 )
 from versions.services.routes import RouteSpec, parse_route_spec
 from versions.services.tokens import (
+    NOT_OWNER,
     create_agent_token,
     hash_token,
     revoke_token,
@@ -86,6 +104,21 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "ALREADY_MEMBER",
+    "LAST_OWNER",
+    "MEMBERSHIP_NOT_FOUND",
+    "MANAGE",
+    "NEEDS_ROLE",
+    "NOT_OWNER",
+    "ROLE_FOR",
+    "UNKNOWN_GROUP",
+    "UNKNOWN_ROLE",
+    "UNKNOWN_USER",
+    "add_member",
+    "change_role",
+    "remove_member",
+    "roles_of",
+    "whom",
     "ARTIFACT_NOT_FOUND",
     "KINDS",
     "NAME",

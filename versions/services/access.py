@@ -5,9 +5,15 @@ and the MCP server from an agent token, commands as a trusted command — and pa
 services, which check it and raise :class:`~versions.errors.Forbidden` or
 :class:`~versions.errors.NotFound` in words. No door repeats a check or its message.
 
-Actions, each implying the ones before it on the same app: ``view`` (read the panel, diffs,
-previews), ``name`` (name sets and points, mark the release), ``restore`` (Restore, Restore all,
-Revert, Restore to release), ``promote`` (promote, roll back production).
+Actions: ``view`` (read the panel, diffs, previews), ``name`` (name sets and points, mark the
+release), ``restore`` (Restore, Restore all, Revert, Restore to release), ``promote`` (promote,
+roll back production), ``manage`` (an app's members and agent tokens), and ``write`` (write
+artifacts: what agent tokens and commands do).
+
+Who may do what (SPEC §6, §19): a global Django permission allows its action on every app; a
+role on one app (``AppMembership``, for the user or one of their groups; the highest wins)
+allows its actions there. An app a person may not view does not exist for them (``NotFound``).
+A token acts only on its apps, and never beyond its user's role there.
 """
 
 from __future__ import annotations
@@ -16,19 +22,20 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from versions.errors import Forbidden, NotFound, Unauthenticated, VersionsError
-from versions.models import AgentToken, App, ChangeSet, RestorePoint
+from versions.models import AgentToken, App, AppMembership, ChangeSet, RestorePoint
 from versions.services.tokens import verify_token
 
 VIEW = "view"
 NAME = "name"
 RESTORE = "restore"
 PROMOTE = "promote"
+MANAGE = "manage"
 # Writing artifacts: what agent tokens (and commands) do; no panel user writes artifacts.
 WRITE = "write"
-ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, WRITE)
+ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
 
 # The global Django permissions of SPEC §6 (and §13): each means "this action on every app".
 PERMISSIONS = {
@@ -36,6 +43,20 @@ PERMISSIONS = {
     NAME: "versions.change_changeset",
     RESTORE: "versions.restore_changeset",
     PROMOTE: "versions.promote_deployment",
+}
+
+# The actions of each role on its app (SPEC §19); each includes the ones before it.
+ROLE_ACTIONS: dict[str, frozenset[str]] = {}
+_granted: set[str] = set()
+for _role, _adds in zip(AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True):
+    _granted.add(_adds)
+    ROLE_ACTIONS[_role] = frozenset(_granted)
+# The least role that allows each action, to name it in a refusal.
+ROLE_FOR = {
+    action: role
+    for role, action in zip(
+        AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True
+    )
 }
 
 COMMAND = "command"
@@ -72,7 +93,10 @@ NEEDS = {
         "{who} may not promote or roll back production of app “{slug}”. "
         "Ask an admin for the promote permission; nothing was changed."
     ),
+    MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
 }
+# Added to a refusal on an app: the role that would allow it.
+NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
 
 
 class Actor:
@@ -99,7 +123,7 @@ class Actor:
         self.kind = kind
         self.user = user
         self.token = token
-        self.per_app = dict(per_app or {})
+        self._per_app = dict(per_app) if per_app is not None else None
         self._everywhere = everywhere
         self._extra = extra
         self._scope: dict[int, bool] = {}
@@ -113,6 +137,13 @@ class Actor:
         if self._everywhere is None:
             self._everywhere = _user_actions(self.user) | self._extra
         return self._everywhere
+
+    @property
+    def per_app(self) -> dict[int, frozenset[str]]:
+        """The actions the actor's roles allow, by app id (one query, when first needed)."""
+        if self._per_app is None:
+            self._per_app = roles_of(self.user)
+        return self._per_app
 
     @property
     def label(self) -> str:
@@ -140,11 +171,24 @@ class Actor:
         """Whether the actor may do ``action`` on ``app`` (on some app when ``app`` is None)."""
         if app is not None and not self.in_scope(app):
             return False
-        if action in self._extra or action in self.everywhere:
+        if self.token is not None and app is not None:
+            return self._token_may(action, app)
+        if action in self.everywhere:
             return True
         if app is None:
             return any(action in actions for actions in self.per_app.values())
         return action in self.per_app.get(app.pk, frozenset())
+
+    def _token_may(self, action: str, app: App) -> bool:
+        """A token may read and write its apps (what it is for) and do more as far as its user
+        may. On an app with members, its user must be one of them (or hold a global
+        permission): a token never acts beyond its owner's role there."""
+        if action in self._extra and not _has_members(app):
+            return True  # an app nobody was made a member of keeps round 1's rule
+        user_may = action in self.everywhere or action in self.per_app.get(app.pk, frozenset())
+        if action not in self._extra:
+            return user_may
+        return user_may or bool(self.everywhere) or app.pk in self.per_app
 
     def sees(self, app: App) -> bool:
         """Whether ``app`` exists for this actor: it may view it."""
@@ -165,7 +209,32 @@ class Actor:
         if not self.in_scope(app):
             raise Forbidden(OUT_OF_SCOPE.format(slug=app.slug))
         if not self.may(action, app):
-            raise Forbidden(NEEDS[action].format(who=self.who, slug=app.slug))
+            message = NEEDS[action].format(who=self.who, slug=app.slug)
+            if action in ROLE_FOR and self.kind != COMMAND:
+                message += NEEDS_ROLE.format(role=ROLE_FOR[action])
+            raise Forbidden(message)
+
+
+def roles_of(user: Any) -> dict[int, frozenset[str]]:
+    """The actions ``user``'s roles allow, by app id: its own memberships and its groups'
+    (the highest role wins). One query, whatever the number of memberships."""
+    if user is None or not getattr(user, "is_active", False) or not user.pk:
+        return {}
+    rows = AppMembership.objects.filter(
+        Q(user_id=user.pk) | Q(group__in=user.groups.all())
+    ).values_list("app_id", "role")
+    out: dict[int, frozenset[str]] = {}
+    for app_id, role in rows:
+        out[app_id] = out.get(app_id, frozenset()) | ROLE_ACTIONS.get(role, frozenset())
+    return out
+
+
+def _has_members(app: App) -> bool:
+    cached = getattr(app, "_has_members", None)
+    if cached is None:
+        cached = AppMembership.objects.filter(app_id=app.pk).exists()
+        app._has_members = cached  # type: ignore[attr-defined]
+    return bool(cached)
 
 
 def command_actor(name: str = "command") -> Actor:
@@ -176,7 +245,9 @@ def command_actor(name: str = "command") -> Actor:
 def _user_actions(user: Any) -> frozenset[str]:
     if not getattr(user, "is_active", False):
         return frozenset()
-    held = [action for action, perm in PERMISSIONS.items() if user.has_perm(perm)]
+    held = {action for action, perm in PERMISSIONS.items() if user.has_perm(perm)}
+    if getattr(user, "is_superuser", False):
+        held.add(MANAGE)  # a superuser manages every app's members and tokens
     return frozenset(held)
 
 
@@ -236,7 +307,12 @@ def app_for(slug: object, *, actor: Actor | None = None, action: str = VIEW) -> 
     if isinstance(slug, App):
         app: App | None = slug
     elif isinstance(slug, str) and len(slug) <= 50:
-        rows = App.objects.select_related("release_set").filter(slug=slug)
+        members = AppMembership.objects.filter(app_id=OuterRef("pk"))
+        rows = (
+            App.objects.select_related("release_set")
+            .filter(slug=slug)
+            .annotate(_has_members=Exists(members))
+        )
         if actor is not None and actor.token is not None:
             scope = AgentToken.apps.through.objects.filter(
                 agenttoken_id=actor.token.pk, app_id=OuterRef("pk")
@@ -288,8 +364,8 @@ def point_for(point_id: object, *, actor: Actor | None = None, action: str = VIE
 
 def visible_app_ids(actor: Actor) -> frozenset[int] | None:
     """The ids of the apps ``actor`` sees beyond its global permissions, or None: every app."""
-    if VIEW in actor.everywhere and actor.token is None:
-        return None
     if actor.token is not None:
         return frozenset(actor.token.apps.values_list("pk", flat=True))
+    if VIEW in actor.everywhere:
+        return None
     return frozenset(pk for pk, actions in actor.per_app.items() if VIEW in actions)

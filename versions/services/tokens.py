@@ -9,13 +9,15 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from versions.errors import InvalidInput, NotFound
-from versions.models import AgentToken, App
+from versions.errors import Forbidden, InvalidInput, NotFound
+from versions.models import AgentToken, App, AppMembership
 
 TOKEN_PREFIX = "vt_"
 RESTORE_PERMISSION = "versions.restore_changeset"
@@ -25,6 +27,11 @@ _TOUCH_EVERY = timedelta(minutes=1)
 USER_NOT_FOUND = "There is no user “{username}”."
 USER_INACTIVE = "User “{username}” is inactive; an inactive user cannot hold a token."
 NO_APPS = "A token needs at least one app: pass --app <slug>."
+NOT_OWNER = (
+    "User “{username}” is not an owner of app “{slug}”: only an app's owners (or people with "
+    "a global permission) may hold its agent tokens, and a token never acts beyond its user's "
+    "role. Nothing was created."
+)
 
 
 def hash_token(token: str) -> str:
@@ -52,6 +59,8 @@ def create_agent_token(
         app = App.objects.filter(slug=slug).first()
         if app is None:
             raise NotFound(f"There is no app “{slug}”.")
+        if not _may_hold_token(user, app):
+            raise Forbidden(NOT_OWNER.format(username=username, slug=slug))
         apps.append(app)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = AgentToken.objects.create(
@@ -59,6 +68,19 @@ def create_agent_token(
     )
     row.apps.set(apps)
     return token, row
+
+
+def _may_hold_token(user: Any, app: App) -> bool:
+    """An app with members gives tokens only to its owners or to holders of a global
+    permission (SPEC §19); an app nobody was made a member of keeps round 1's rule."""
+    memberships = AppMembership.objects.filter(app=app)
+    if not memberships.exists() or user.is_superuser:
+        return True
+    global_perms = ("versions.view_changeset", "versions.change_changeset")
+    if any(user.has_perm(perm) for perm in (*global_perms, RESTORE_PERMISSION)):
+        return True
+    mine = memberships.filter(Q(user=user) | Q(group__in=user.groups.all()))
+    return mine.filter(role=AppMembership.OWNER).exists()
 
 
 def verify_token(token: str | None) -> AgentToken | None:

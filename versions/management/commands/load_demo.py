@@ -20,6 +20,17 @@ DEMO_SLUG = "quote-approvals"
 DEMO_NAME = "Quote approvals (demo)"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo-versions"  # noqa: S105 - a local demo sign-in, printed to the person
+# A second demo account: a reviewer of the quote-approvals app only (SPEC §19), to see the
+# difference a role makes: one app listed, no restore buttons, the other app a 404.
+REVIEWER_USER = "reviewer"
+REVIEWER_PASSWORD = "demo-reviewer"  # noqa: S105 - a local demo sign-in, printed to the person
+# A second made-up app, which the reviewer has no role on.
+SECOND_SLUG = "staff-directory"
+SECOND_NAME = "Staff directory (demo)"
+SECOND = [
+    ("pltf_page", "index", "staff/index.html"),
+    ("pltf_stylesheet", "App", "staff/App.css"),
+]
 FIXTURES = Path(settings.BASE_DIR) / "fixtures" / "demo"
 
 # (collection, artifact name, fixture file)
@@ -70,6 +81,38 @@ def load_demo(*, with_agent_turn: bool = True) -> App:
     return app
 
 
+def load_second_app() -> App:
+    """The second made-up app (a staff directory); does nothing if it exists already."""
+    app, created = App.objects.get_or_create(slug=SECOND_SLUG, defaults={"name": SECOND_NAME})
+    if created:
+        for collection, name, path in SECOND:
+            services.write_artifact(
+                app,
+                collection,
+                name,
+                _read(path),
+                requested_by="setup",
+                tool="fixtures:load_demo",
+                run_id="demo-staff-initial",
+            )
+    return app
+
+
+def demo_accounts() -> list[tuple[str, str]]:
+    """The demo superuser (owner of both apps) and the reviewer of the demo app only; made
+    only on an empty user table. Returns the (username, password) pairs it made."""
+    users = get_user_model().objects
+    if users.exists():
+        return []
+    users.create_superuser(DEMO_USER, email="", password=DEMO_PASSWORD)
+    users.create_user(REVIEWER_USER, email="", password=REVIEWER_PASSWORD)
+    owner = services.command_actor("load_demo")
+    for slug in (DEMO_SLUG, SECOND_SLUG):
+        services.add_member(slug, role="owner", username=DEMO_USER, actor=owner)
+    services.add_member(DEMO_SLUG, role="reviewer", username=REVIEWER_USER, actor=owner)
+    return [(DEMO_USER, DEMO_PASSWORD), (REVIEWER_USER, REVIEWER_PASSWORD)]
+
+
 class Command(BaseCommand):
     help = "Load the demo app (quote approvals) with a real agent turn, and a demo sign-in."
 
@@ -81,17 +124,17 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         existed = App.objects.filter(slug=DEMO_SLUG).exists()
         load_demo()
+        load_second_app()
         if existed:
             self.stdout.write(f"The demo app “{DEMO_SLUG}” is already loaded.")
         else:
             self.stdout.write(self.style.SUCCESS(f"Loaded the demo app “{DEMO_SLUG}”."))
         if options["no_user"]:
             return
-        users = get_user_model().objects
-        if not users.filter(username=DEMO_USER).exists() and not users.exists():
-            users.create_superuser(DEMO_USER, email="", password=DEMO_PASSWORD)
+        if demo_accounts():
             self.stdout.write(
                 f"Sign in at http://127.0.0.1:8000/accounts/login/ as “{DEMO_USER}” with the "
                 f"password “{DEMO_PASSWORD}” (a local demo account; create your own with "
-                "`python manage.py createsuperuser`)."
+                f"`python manage.py createsuperuser`), or as “{REVIEWER_USER}” with "
+                f"“{REVIEWER_PASSWORD}”: a reviewer of the quote approvals app only."
             )

@@ -1,0 +1,148 @@
+"""People's access per app (SPEC §19): adding a user or a group with a role, changing the role,
+removing them — for the app's owners, every change in the app's audit log.
+
+An app always keeps an owner: removing or demoting its last owner is refused in words (a
+superuser can always manage it too).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from versions.errors import InvalidInput, NotFound
+from versions.models import App, AppMembership, AuditEvent
+from versions.services.access import MANAGE, Actor, app_for
+
+UNKNOWN_ROLE = "There is no role “{role}”: the roles are {roles}."
+UNKNOWN_USER = "There is no user “{name}”."
+UNKNOWN_GROUP = "There is no group “{name}”."
+USER_OR_GROUP = "Give a user or a group (one of them, not both)."
+ALREADY_MEMBER = "{whom} is already a member of app “{slug}” ({role}): change their role instead."
+MEMBERSHIP_NOT_FOUND = "There is no such member of app “{slug}”."
+LAST_OWNER = (
+    "{whom} is the last owner of app “{slug}”: an app always keeps an owner. Make someone "
+    "else owner first. Nothing was changed."
+)
+
+ADDED = "member_added"
+CHANGED = "member_role_changed"
+REMOVED = "member_removed"
+
+
+def whom(membership: AppMembership) -> str:
+    """``user “alice”`` or ``group “marketing”``."""
+    if membership.user_id is not None:
+        return f"user “{membership.user.get_username()}”"
+    return f"group “{membership.group.name}”"
+
+
+def _role(role: object) -> str:
+    if role not in AppMembership.ROLES:
+        roles = ", ".join(AppMembership.ROLES)
+        raise InvalidInput(UNKNOWN_ROLE.format(role=role, roles=roles), field="role")
+    return str(role)
+
+
+def _audit(app: App, kind: str, by: str, membership: AppMembership, **data: str) -> None:
+    AuditEvent.objects.create(app=app, kind=kind, by=by, data={"whom": whom(membership), **data})
+
+
+def _by(by: str | None, actor: Actor | None) -> str:
+    return by if by else (actor.name if actor is not None else "")
+
+
+def _keeps_an_owner(app: App, leaving: AppMembership) -> None:
+    """Refuse a change that would leave ``app`` with no owner (``leaving`` stops being one)."""
+    owners = AppMembership.objects.select_for_update().filter(app=app, role=AppMembership.OWNER)
+    if leaving.role == AppMembership.OWNER and not owners.exclude(pk=leaving.pk).exists():
+        raise InvalidInput(LAST_OWNER.format(whom=whom(leaving), slug=app.slug), field="role")
+
+
+def add_member(
+    app: App | str,
+    *,
+    role: str,
+    username: str | None = None,
+    group: str | None = None,
+    actor: Actor | None = None,
+    by: str | None = None,
+) -> AppMembership:
+    """Give a user (by username) or a group (by name) a role on the app."""
+    app_obj = app_for(app, actor=actor, action=MANAGE)
+    role = _role(role)
+    if bool(username) == bool(group):
+        raise InvalidInput(USER_OR_GROUP, field="user")
+    with transaction.atomic():
+        if username:
+            user = get_user_model().objects.filter(username=username).first()
+            if user is None:
+                raise NotFound(UNKNOWN_USER.format(name=username))
+            existing = AppMembership.objects.filter(app=app_obj, user=user).first()
+            membership = AppMembership(app=app_obj, user=user, role=role)
+        else:
+            found = Group.objects.filter(name=group).first()
+            if found is None:
+                raise NotFound(UNKNOWN_GROUP.format(name=group))
+            existing = AppMembership.objects.filter(app=app_obj, group=found).first()
+            membership = AppMembership(app=app_obj, group=found, role=role)
+        if existing is not None:
+            raise InvalidInput(
+                ALREADY_MEMBER.format(whom=whom(existing), slug=app_obj.slug, role=existing.role),
+                field="user",
+            )
+        membership.created_by = _by(by, actor)
+        membership.save()
+        _audit(app_obj, ADDED, membership.created_by, membership, role=role)
+    return membership
+
+
+def _membership(app: App, membership_id: object) -> AppMembership:
+    found = (
+        AppMembership.objects.select_for_update()
+        .select_related("user", "group")
+        .filter(app=app, pk=membership_id)
+        .first()
+        if isinstance(membership_id, int) or str(membership_id).isdigit()
+        else None
+    )
+    if found is None:
+        raise NotFound(MEMBERSHIP_NOT_FOUND.format(slug=app.slug))
+    return found
+
+
+def change_role(
+    app: App | str,
+    membership_id: int | str,
+    role: str,
+    *,
+    actor: Actor | None = None,
+    by: str | None = None,
+) -> AppMembership:
+    """Change a member's role (an app's last owner keeps theirs)."""
+    app_obj = app_for(app, actor=actor, action=MANAGE)
+    role = _role(role)
+    with transaction.atomic():
+        membership = _membership(app_obj, membership_id)
+        previous = membership.role
+        if role == previous:
+            return membership
+        if role != AppMembership.OWNER:
+            _keeps_an_owner(app_obj, membership)
+        membership.role = role
+        membership.save(update_fields=["role"])
+        _audit(app_obj, CHANGED, _by(by, actor), membership, role=role, previous=previous)
+    return membership
+
+
+def remove_member(
+    app: App | str, membership_id: int | str, *, actor: Actor | None = None, by: str | None = None
+) -> None:
+    """Remove a member from the app (never its last owner)."""
+    app_obj = app_for(app, actor=actor, action=MANAGE)
+    with transaction.atomic():
+        membership = _membership(app_obj, membership_id)
+        _keeps_an_owner(app_obj, membership)
+        _audit(app_obj, REMOVED, _by(by, actor), membership, role=membership.role)
+        membership.delete()
