@@ -8,6 +8,7 @@ from versions.services.capture import WriteReceipt, delete_artifact, write_artif
 from versions.services.release import restore_to_release, since_release, state_at, states_at
 from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
 from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
+from versions.services.revert import revert_change_set
 
 __all__ = [
     "RestoreReceipt",
@@ -19,6 +20,7 @@ __all__ = [
     "restore_change_set",
     "restore_point",
     "restore_to_release",
+    "revert_change_set",
     "since_release",
     "state_at",
     "states_at",
