@@ -151,7 +151,7 @@ class RestoreReceipt:
             data["scope"] = self.scope
         if self.reverted_set is not None:
             data["revertedSet"] = self.reverted_set
-        if self.later_changes is not None:
+        if self.later_changes:  # only when there is later work: a dry run's keys stay as they were
             data["laterChanges"] = [dict(item) for item in self.later_changes]
             data["laterSets"] = [dict(item) for item in self.later_sets or []]
         return data

@@ -31,7 +31,6 @@ from versions.errors import InvalidInput, NotFound
 from versions.models import Artifact, Blob, ChangeSet, RestorePoint
 from versions.services._store import sha256_hex
 from versions.services.restore import (
-    FINDING_PRUNED,
     RestoreReceipt,
     RestoreTarget,
     _Live,
@@ -43,32 +42,39 @@ from versions.services.restore import (
 )
 from versions.services.validation import validate_optional_id
 
-SET_NOT_FOUND = "There is no change set “{id}”."
+REVERT_SET_NOT_FOUND = "There is no change set “{id}”."
 REVERT_OF_RESTORE_SET = (
     "“{id}” is a restore set: take it back with Undo this restore (Restore all of that set). "
     "Revert this set takes back a change set that a writer made."
 )
-NOOP_MESSAGE = "Every artifact already matched its state without this set — nothing was written."
-FINDING_CONFLICT = (
+REVERT_NOOP_MESSAGE = (
+    "Every artifact already matched its state without this set — nothing was written."
+)
+REVERT_CONFLICT = (
     "This set's change and later changes by {sets} touch the same lines, so this set cannot "
     "be taken back on its own. Nothing was written; edit it by hand, or use Restore all "
     "(which also drops the later changes)."
 )
-FINDING_CREATED_CHANGED = (
+REVERT_CREATED_CHANGED = (
     "This set created it and {sets} changed it since; removing it would throw that work away. "
     "Nothing was written."
 )
-FINDING_DELETED_RECREATED = (
+REVERT_DELETED_RECREATED = (
     "This set deleted it and {sets} recreated it since; recreating this set's version would "
     "overwrite that work. Nothing was written."
 )
-FINDING_CHANGED_DELETED = (
+REVERT_CHANGED_DELETED = (
     "This set changed it and {sets} deleted it since, so there is no source left to take "
     "this set's change out of. Nothing was written."
 )
-FINDING_NOT_STORED = (
+REVERT_NOT_STORED = (
     "Its source {when} this set was {size:,} bytes, over the {cap:,}-byte limit for stored "
     "sources, so it was not kept and this set's change cannot be taken back."
+)
+REVERT_PRUNED = (
+    "A restore point of it from this set or after it was pruned by retention (only the newest "
+    "{keep} unpinned points of an app are kept), so its states around this set are gone and "
+    "this set's change cannot be taken back."
 )
 BEFORE = "before"
 AFTER = "right after"
@@ -122,14 +128,15 @@ def merge_texts(base: str, ours: str, theirs: str) -> str | None:
     objects.add_backend(_MemoryObjects(), 1)
     repo = pygit2.Repository()
     repo.set_odb(objects)
-    entries = [
+    base_entry, ours_entry, theirs_entry = (
         pygit2.IndexEntry(
-            _MERGE_PATH, objects.write(pygit2.enums.ObjectType.BLOB, text.encode()), 0o100644
+            _MERGE_PATH,
+            objects.write(pygit2.enums.ObjectType.BLOB, text.encode()),
+            pygit2.enums.FileMode.BLOB,
         )
         for text in (base, ours, theirs)
-    ]
-    result = repo.merge_file_from_index(*entries)
-    assert not isinstance(result, str)
+    )
+    result = repo.merge_file_from_index(base_entry, ours_entry, theirs_entry)
     return result.contents if result.automergeable else None
 
 
@@ -223,7 +230,7 @@ def _revert_one(
     for run in reversed(runs):
         for state, when in ((run.before, BEFORE), (run.after, AFTER)):
             if not state.stored:
-                return refused(FINDING_NOT_STORED.format(when=when, size=state.size, cap=cap))
+                return refused(REVERT_NOT_STORED.format(when=when, size=state.size, cap=cap))
         base = texts[run.after.blob_id] if run.after.existed and run.after.blob_id else None
         theirs = texts[run.before.blob_id] if run.before.existed and run.before.blob_id else None
         later = _naming(run.later, authors)
@@ -232,15 +239,15 @@ def _revert_one(
         elif base == theirs:
             pass  # the run changed nothing in the end: nothing to take back
         elif theirs is None:
-            return refused(FINDING_CREATED_CHANGED.format(sets=later))
+            return refused(REVERT_CREATED_CHANGED.format(sets=later))
         elif base is None:
-            return refused(FINDING_DELETED_RECREATED.format(sets=later))
+            return refused(REVERT_DELETED_RECREATED.format(sets=later))
         elif ours is None:
-            return refused(FINDING_CHANGED_DELETED.format(sets=later))
+            return refused(REVERT_CHANGED_DELETED.format(sets=later))
         else:
             merged = merge_texts(base, ours, theirs)
             if merged is None:
-                return refused(FINDING_CONFLICT.format(sets=later))
+                return refused(REVERT_CONFLICT.format(sets=later))
             ours = merged
     if ours is None:
         return RestoreTarget(live.pk, "", None, point_id)
@@ -262,6 +269,11 @@ def _revert_one(
         text=ours,
         lines=count_line_changes(current, ours),
     )
+
+
+def _pruned_since(pruned_until: datetime | None, moment: datetime) -> bool:
+    """Whether the artifact lost a point at or after ``moment`` (its states there are gone)."""
+    return pruned_until is not None and pruned_until >= moment
 
 
 def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[RestoreTarget]:
@@ -303,11 +315,11 @@ def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[Re
     texts = {blob.sha256: blob.text for blob in Blob.objects.filter(sha256__in=wanted)}
 
     targets = []
-    reason = FINDING_PRUNED.format(keep=conf.points_per_app())
+    reason = REVERT_PRUNED.format(keep=conf.points_per_app())
     for pk, (point_id, first_on) in firsts.items():
         if pk not in live:
             targets.append(RestoreTarget(pk, None, None, point_id))  # the engine: gone
-        elif pk in pruned_ids or (pruned_until[pk] is not None and pruned_until[pk] >= first_on):
+        elif pk in pruned_ids or _pruned_since(pruned_until.get(pk), first_on):
             targets.append(RestoreTarget(pk, None, None, point_id, unavailable=reason))
         else:
             targets.append(_revert_one(set_id, point_id, runs[pk], live[pk], texts, authors))
@@ -340,7 +352,7 @@ def revert_change_set(
         else None
     )
     if change_set is None:
-        raise NotFound(SET_NOT_FOUND.format(id=set_id))
+        raise NotFound(REVERT_SET_NOT_FOUND.format(id=set_id))
     if change_set.kind == ChangeSet.RESTORE:
         raise InvalidInput(REVERT_OF_RESTORE_SET.format(id=change_set.id), field="set_id")
     app, found_id = change_set.app, change_set.id
@@ -359,7 +371,7 @@ def revert_change_set(
             restored_from=found_id,
             dry_run=dry_run,
             expected=reviewed,
-            noop_message=NOOP_MESSAGE,
+            noop_message=REVERT_NOOP_MESSAGE,
             reverted_set=found_id,
         )
         if dry_run:
