@@ -285,24 +285,31 @@ def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[Re
         .values_list("id", "artifact_id", "created_on")
     ):
         firsts.setdefault(artifact_id, (point_id, created_on))
-    if not firsts:
+    # Retention prunes a set's oldest points first: an artifact may have lost every point it
+    # had in the set and still be one of the set's, its states around the set gone.
+    pruned_points: dict[int, str] = {}
+    for entry in pruned:
+        pk, point_id = entry.get("artifactId"), str(entry.get("pointId"))
+        if isinstance(pk, int) and (pk not in pruned_points or point_id < pruned_points[pk]):
+            pruned_points[pk] = point_id
+    if not firsts and not pruned_points:
         return []
     # Locked before anything is read, so no write can land between the merge and its result.
-    live = live_of(firsts)
-    pruned_ids = {entry.get("artifactId") for entry in pruned}
+    live = live_of(firsts, pruned_points)
     pruned_until = dict(
         Artifact.objects.filter(pk__in=list(firsts)).values_list("pk", "pruned_until")
     )
     history: dict[int, list[tuple]] = {pk: [] for pk in firsts}
-    for row in (
-        RestorePoint.objects.filter(
-            artifact_id__in=list(firsts), created_on__gte=min(m for _, m in firsts.values())
-        )
-        .order_by("created_on", "id")
-        .values_list(*_HISTORY_FIELDS)
-    ):
-        if row[3] >= firsts[row[1]][1]:
-            history[row[1]].append(row)
+    if firsts:
+        for row in (
+            RestorePoint.objects.filter(
+                artifact_id__in=list(firsts), created_on__gte=min(m for _, m in firsts.values())
+            )
+            .order_by("created_on", "id")
+            .values_list(*_HISTORY_FIELDS)
+        ):
+            if row[3] >= firsts[row[1]][1]:
+                history[row[1]].append(row)
     authors = dict(
         ChangeSet.objects.filter(
             pk__in={row[2] for rows in history.values() for row in rows}
@@ -314,12 +321,17 @@ def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[Re
     wanted = {s.blob_id for s in states if s.existed and s.blob_id}
     texts = {blob.sha256: blob.text for blob in Blob.objects.filter(sha256__in=wanted)}
 
-    targets = []
     reason = REVERT_PRUNED.format(keep=conf.points_per_app())
+    targets = [
+        RestoreTarget(pk, None, None, point_id, unavailable=reason)
+        for pk, point_id in pruned_points.items()
+    ]
     for pk, (point_id, first_on) in firsts.items():
+        if pk in pruned_points:
+            continue
         if pk not in live:
             targets.append(RestoreTarget(pk, None, None, point_id))  # the engine: gone
-        elif pk in pruned_ids or _pruned_since(pruned_until.get(pk), first_on):
+        elif _pruned_since(pruned_until.get(pk), first_on):
             targets.append(RestoreTarget(pk, None, None, point_id, unavailable=reason))
         else:
             targets.append(_revert_one(set_id, point_id, runs[pk], live[pk], texts, authors))
@@ -360,9 +372,11 @@ def revert_change_set(
     def body() -> RestoreReceipt:
         firsts: dict[int, datetime] = {}
 
-        def live_of(points: Mapping[int, tuple[str, datetime]]) -> dict[int, _Live]:
+        def live_of(
+            points: Mapping[int, tuple[str, datetime]], pruned: Iterable[int]
+        ) -> dict[int, _Live]:
             firsts.update({pk: moment for pk, (_, moment) in points.items()})
-            return _lock_artifacts(points, lock=not dry_run)
+            return _lock_artifacts([*points, *pruned], lock=not dry_run)
 
         receipt = _restore_targets(
             app,
