@@ -153,6 +153,9 @@ _HISTORY_FIELDS = (
     "previous_blob_id",
     "previous_sha256",
     "previous_size",
+    "new_sha256",
+    "lines_added",
+    "lines_removed",
 )
 
 
@@ -178,6 +181,9 @@ class _Run:
     before: _State
     after: _State
     later: tuple[str, ...]
+    # (added, removed) of after → before, when the run is one point that wrote exactly the
+    # "after" state: its own counts, inverted (a clean merge transplants exactly those lines).
+    inverse_lines: tuple[int, int] | None = None
 
 
 def _row_state(row: tuple) -> _State:
@@ -200,7 +206,10 @@ def _runs(set_id: str, rows: list[tuple], live: _Live) -> list[_Run]:
         elif not ours and start is not None:
             after = _row_state(row) if row is not None else _live_state(live)
             later = tuple(dict.fromkeys(r[2] for r in rows[index:] if r[2] != set_id))
-            runs.append(_Run(_row_state(rows[start]), after, later))
+            first = rows[start]
+            single = index - start == 1 and first[8] == after.sha256
+            lines = (first[10], first[9]) if single else None
+            runs.append(_Run(_row_state(first), after, later, lines))
             start = None
     return runs
 
@@ -255,20 +264,16 @@ def _revert_one(
     sha = sha256_hex(raw)
     if sha == live.sha256:
         return RestoreTarget(live.pk, sha, sha, point_id, size=len(raw))
+    # One run of one point: the lines it moved, the other way round (counting two 1.5 MB
+    # texts again would cost about as much as the merge).
+    lines = runs[0].inverse_lines if len(runs) == 1 else None
     before = runs[0].before
     if before.existed and sha == before.sha256:
         # The state before the set, stored already: the engine only re-points.
-        return RestoreTarget(live.pk, sha, before.blob_id, point_id, size=len(raw))
-    current = texts[live.blob_id] if live.blob_id and not live.deleted else ""
-    return RestoreTarget(
-        live.pk,
-        sha,
-        sha,
-        point_id,
-        size=len(raw),
-        text=ours,
-        lines=count_line_changes(current, ours),
-    )
+        return RestoreTarget(live.pk, sha, before.blob_id, point_id, size=len(raw), lines=lines)
+    if lines is None:
+        lines = count_line_changes(texts[live.blob_id] if live.blob_id else "", ours)
+    return RestoreTarget(live.pk, sha, sha, point_id, size=len(raw), text=ours, lines=lines)
 
 
 def _pruned_since(pruned_until: datetime | None, moment: datetime) -> bool:
