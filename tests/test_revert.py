@@ -4,9 +4,10 @@ named in Restore all and Restore dry runs; a set's own diff."""
 from __future__ import annotations
 
 import pytest
+from thread_helpers import run_in_threads
 
 from versions.errors import InvalidInput, NotFound, PreflightFailed
-from versions.models import PAGE, STYLESHEET, Artifact, AuditEvent, ChangeSet, RestorePoint
+from versions.models import PAGE, STYLESHEET, App, Artifact, AuditEvent, ChangeSet, RestorePoint
 from versions.services import (
     REVERT_CHANGED_DELETED,
     REVERT_CONFLICT,
@@ -349,3 +350,42 @@ def test_merge_texts_keeps_both_sides_and_returns_none_on_a_conflict():
     base = "a\nb\nc\nd\ne\n"
     assert merge_texts(base, "A\nb\nc\nd\ne\n", "a\nb\nc\nd\nE\n") == "A\nb\nc\nd\nE\n"
     assert merge_texts(base, "X\nb\nc\nd\ne\n", "Y\nb\nc\nd\ne\n") is None
+
+
+# --- a revert racing an agent write (PostgreSQL: real row locks between threads) -----------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("reviewed", [False, True])
+def test_a_revert_racing_an_agent_write_sees_it_or_refuses_never_half(reviewed):
+    big = "".join(f"rule {i} {{ color: #{i:06x}; }}\n" for i in range(4000))
+    for round_ in range(4):
+        app = App.objects.create(slug=f"race-{reviewed:d}-{round_}", name="Race")
+        names = ["a1", "a2", "a3"]
+        for name in names:
+            write(app, name, big, "seed", by="seed")
+        for name in names:
+            set_a = write(app, name, edit(big, 2, "ada two"), "a").change_set_id
+        now = {n: Artifact.objects.get(app=app, name=n).sha256 for n in names}
+        agent_source = edit(edit(big, 2, "ada two"), 3000, "agent 3000")
+        expected = {f"{PAGE}/{n}": sha for n, sha in now.items()} if reviewed else None
+
+        def act(i, set_a=set_a, app=app, expected=expected, agent_source=agent_source):
+            if i == 0:
+                return revert_change_set(set_a, by="person", expected=expected)
+            return write(app, "a2", agent_source, f"agent-{i}", by="agent")
+
+        revert, agent = run_in_threads(2, act)
+        assert not isinstance(agent, BaseException), agent
+        final = {n: source(app, n) for n in names}
+        assert "agent 3000" in final["a2"]  # the agent's write is never lost
+        if isinstance(revert, PreflightFailed):  # refused (drift): nothing of it written
+            assert reviewed
+            assert all(final[n] == edit(big, 2, "ada two") for n in ("a1", "a3"))
+        else:
+            assert not isinstance(revert, BaseException), revert
+            assert revert.as_dict()["kind"] == "revert" and len(revert.items) == 3
+            assert final["a1"] == final["a3"] == big
+            # It saw the agent's write (merged it) or came first (the agent then overwrote).
+            assert final["a2"] in (edit(big, 3000, "agent 3000"), agent_source)
