@@ -7,6 +7,7 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.panel` — the panel's lists, expanded sets, points and sources;
 - :mod:`~versions.selectors.agent` — what an agent reads over the API and MCP;
 - :mod:`~versions.selectors.states` — the state of an app's artifacts at a moment;
+- :mod:`~versions.selectors.set_states` — a set's own diff: before it → right after it;
 - :mod:`~versions.selectors.release` — the release and what changed since it;
 - :mod:`~versions.selectors.members` — who has which role on an app.
 """
@@ -69,6 +70,7 @@ from versions.selectors.release import (
     release_set,
     since_release,
 )
+from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
 from versions.selectors.states import (
     ADDED,
     CHANGED,
@@ -86,6 +88,9 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "SetArtifactStates",
+    "SetStates",
+    "set_states",
     "MEMBER_EVENTS",
     "member_candidates",
     "member_history",

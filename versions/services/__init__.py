@@ -9,6 +9,7 @@ outside this package imports a module inside it: everything a caller needs is re
 - ``capture`` — every write records a restore point first (SPEC §3);
 - ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
 - ``release`` — Restore to release (SPEC §6b);
+- ``revert`` — Revert this set: a three-way merge that keeps later work (SPEC §14);
 - ``flow`` — the one restore flow every door runs (SPEC §12);
 - ``members`` — people's roles per app (SPEC §19);
 - ``naming`` — names and the release mark;
@@ -52,7 +53,7 @@ from versions.services.capture import (
     delete_artifact,
     write_artifact,
 )
-from versions.services.flow import KINDS, POINT, RELEASE, SET, run_restore
+from versions.services.flow import KINDS, POINT, RELEASE, REVERT, SET, run_restore
 from versions.services.members import (
     ALREADY_MEMBER,
     LAST_OWNER,
@@ -85,6 +86,19 @@ from versions.services.restore import (
     restore_change_set,
     restore_point,
 )
+from versions.services.revert import (
+    REVERT_CHANGED_DELETED,
+    REVERT_CONFLICT,
+    REVERT_CREATED_CHANGED,
+    REVERT_DELETED_RECREATED,
+    REVERT_NOOP_MESSAGE,
+    REVERT_NOT_STORED,
+    REVERT_OF_RESTORE_SET,
+    REVERT_PRUNED,
+    REVERT_SET_NOT_FOUND,
+    merge_texts,
+    revert_change_set,
+)
 from versions.services.routes import RouteSpec, parse_route_spec
 from versions.services.tokens import (
     NOT_OWNER,
@@ -104,6 +118,18 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "REVERT",
+    "REVERT_CHANGED_DELETED",
+    "REVERT_CONFLICT",
+    "REVERT_CREATED_CHANGED",
+    "REVERT_DELETED_RECREATED",
+    "REVERT_NOOP_MESSAGE",
+    "REVERT_NOT_STORED",
+    "REVERT_OF_RESTORE_SET",
+    "REVERT_PRUNED",
+    "REVERT_SET_NOT_FOUND",
+    "merge_texts",
+    "revert_change_set",
     "ALREADY_MEMBER",
     "LAST_OWNER",
     "MEMBERSHIP_NOT_FOUND",

@@ -2,8 +2,8 @@
 
 Each door runs the same steps — a dry run for the dialog, then the confirmed restore with the
 hashes the person reviewed as "now", then the receipt — through :func:`run_restore`, whatever
-is restored: a change set (Restore all, and Undo this restore), one point (Restore), or the
-release (Restore to release).
+is restored: a change set (Restore all, and Undo this restore), one point (Restore), the
+release (Restore to release), or what one set did (Revert this set).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from versions.models import App
 from versions.services.access import Actor
 from versions.services.release import restore_to_release
 from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
+from versions.services.revert import revert_change_set
 
 SET = "set"
 POINT = "point"
 RELEASE = "release"
-KINDS = (SET, POINT, RELEASE)
+REVERT = "revert"
+KINDS = (SET, POINT, RELEASE, REVERT)
 
 UNKNOWN_KIND = "There is no kind of restore “{kind}”."
 
@@ -47,6 +49,10 @@ def run_restore(
         )
     if kind == POINT:
         return restore_point(
+            str(ident), by=by, dry_run=dry_run, expected=expected, actor=actor, app=app
+        )
+    if kind == REVERT:
+        return revert_change_set(
             str(ident), by=by, dry_run=dry_run, expected=expected, actor=actor, app=app
         )
     if kind == RELEASE and app is not None:

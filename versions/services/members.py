@@ -33,8 +33,9 @@ REMOVED = "member_removed"
 
 def whom(membership: AppMembership) -> str:
     """``user “alice”`` or ``group “marketing”``."""
-    if membership.user_id is not None:
+    if membership.user is not None:
         return f"user “{membership.user.get_username()}”"
+    assert membership.group is not None  # a membership is a user's or a group's
     return f"group “{membership.group.name}”"
 
 
@@ -99,12 +100,15 @@ def add_member(
 
 
 def _membership(app: App, membership_id: object) -> AppMembership:
+    pk = membership_id if isinstance(membership_id, int) else None
+    if isinstance(membership_id, str) and membership_id.isdigit():
+        pk = int(membership_id)
     found = (
         AppMembership.objects.select_for_update()
         .select_related("user", "group")
-        .filter(app=app, pk=membership_id)
+        .filter(app=app, pk=pk)
         .first()
-        if isinstance(membership_id, int) or str(membership_id).isdigit()
+        if pk is not None
         else None
     )
     if found is None:

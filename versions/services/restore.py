@@ -21,12 +21,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Min
 
 from versions import conf, ids
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
-from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, RestorePoint
-from versions.services import _restore_sql, retention, routes
+from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, ChangeSet, RestorePoint
+from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
@@ -73,6 +74,7 @@ ALREADY_MATCHED = "already matched"
 RESTORE_TOOL = "versions:restore"
 
 RESTORE = "restore"
+REVERT = "revert"  # the receipt kind of a restore set written by Revert this set (SPEC §14)
 NOOP = "noop"
 DRY_RUN_KIND = "dry_run"
 PREFLIGHT_FAILED_KIND = "preflight_failed"
@@ -99,6 +101,12 @@ class RestoreReceipt:
     created_by: str = ""
     created_on: str | None = None
     scope: str | None = None
+    # Revert this set (SPEC §14): the set reverted; its receipts say "revert" / "revertedSet".
+    reverted_set: str | None = None
+    # A dry run's later work (SPEC §14): per artifact, the sets that changed it after the set
+    # (``laterChanges``), and each of those sets once with its author and time (``laterSets``).
+    later_changes: list[dict[str, Any]] | None = None
+    later_sets: list[dict[str, Any]] | None = None
 
     @property
     def written(self) -> int:
@@ -109,7 +117,7 @@ class RestoreReceipt:
         if self.kind == RESTORE:
             data = {
                 "setId": self.set_id,
-                "kind": RESTORE,
+                "kind": REVERT if self.reverted_set else RESTORE,
                 "restoredFromSet": self.restored_from,
                 "items": [dict(item) for item in self.items],
                 "skipped": [dict(item) for item in self.skipped],
@@ -143,6 +151,11 @@ class RestoreReceipt:
             }
         if self.scope is not None:
             data["scope"] = self.scope
+        if self.reverted_set is not None:
+            data["revertedSet"] = self.reverted_set
+        if self.later_changes:  # only when there is later work: a dry run's keys stay as they were
+            data["laterChanges"] = [dict(item) for item in self.later_changes]
+            data["laterSets"] = [dict(item) for item in self.later_sets or []]
         return data
 
 
@@ -167,6 +180,11 @@ class RestoreTarget:
     point_new_sha256: str | None = None
     point_lines_added: int = 0
     point_lines_removed: int = 0
+    # A state that is not stored yet (a revert's merge result): its source, which the engine
+    # stores as a blob (keyed by ``sha256``) just before re-pointing, and its (added, removed)
+    # line counts from the live source, already known to whoever computed it.
+    text: str | None = None
+    lines: tuple[int, int] | None = None
 
     @property
     def absent(self) -> bool:
@@ -265,7 +283,7 @@ def normalise_expected(expected: object) -> dict[tuple[str, str], str] | None:
     return result
 
 
-def _finding(artifact: _Live | None, target: RestoreTarget, reason: str) -> dict[str, Any]:
+def _finding(artifact: LiveArtifact | None, target: RestoreTarget, reason: str) -> dict[str, Any]:
     return {
         "name": artifact.name if artifact else "",
         "collection": artifact.collection if artifact else "",
@@ -275,7 +293,7 @@ def _finding(artifact: _Live | None, target: RestoreTarget, reason: str) -> dict
 
 
 @dataclass(slots=True)
-class _Live:
+class LiveArtifact:
     """The live state of an artifact row, as locked: no source, no model instance."""
 
     pk: int
@@ -321,7 +339,7 @@ def _points_sql() -> str:
 _SQL_CACHE: dict[str, str] = {}
 
 
-def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, _Live]:
+def lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, LiveArtifact]:
     """The artifact rows, locked in primary-key order in one query (no source bytes loaded).
 
     One consistent lock order makes concurrent restores of overlapping sets queue, never
@@ -332,7 +350,7 @@ def _lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, _Li
         return {}
     read = _restore_sql.read_moment
     return {
-        pk: _Live(
+        pk: LiveArtifact(
             pk,
             app_id,
             collection,
@@ -382,8 +400,15 @@ def _blob_meta(shas: Iterable[str]) -> dict[str, tuple[int, int]]:
     return {sha: (size, chars) for sha, size, chars in rows}
 
 
+def _chars(target: RestoreTarget, meta: Mapping[str, tuple[int, int]]) -> int:
+    """The target's length in characters: its blob's, or its text's when not stored yet."""
+    if target.text is not None:
+        return len(target.text)
+    return meta.get(target.sha, (0, 0))[1]
+
+
 def _line_counts(
-    plan: list[tuple[RestoreTarget, _Live]],
+    plan: list[tuple[RestoreTarget, LiveArtifact]],
 ) -> dict[int, tuple[int, int]]:
     """(added, removed) going from each live artifact to its target.
 
@@ -391,9 +416,11 @@ def _line_counts(
     point's counts inverted; only otherwise are the two texts read and counted.
     """
     counts: dict[int, tuple[int, int]] = {}
-    uncounted: list[tuple[RestoreTarget, _Live]] = []
+    uncounted: list[tuple[RestoreTarget, LiveArtifact]] = []
     for target, live in plan:
-        if target.point_new_sha256 is not None and live.sha256 == target.point_new_sha256:
+        if target.lines is not None:
+            counts[live.pk] = target.lines
+        elif target.point_new_sha256 is not None and live.sha256 == target.point_new_sha256:
             counts[live.pk] = (target.point_lines_removed, target.point_lines_added)
         else:
             uncounted.append((target, live))
@@ -408,7 +435,7 @@ def _line_counts(
 
 def _check_routes(
     app: App,
-    plan: list[tuple[RestoreTarget, _Live]],
+    plan: list[tuple[RestoreTarget, LiveArtifact]],
     findings: list[dict[str, Any]],
 ) -> dict[int, tuple[str, str]]:
     """Pre-flight of the routes a restore writes: the spec parses and, in the state after the
@@ -424,7 +451,7 @@ def _check_routes(
     for target, artifact in writes:
         if target.absent:
             continue
-        source = texts.get(target.sha, "")
+        source = target.text if target.text is not None else texts.get(target.sha, "")
         try:
             spec = routes.parse_route_spec(source)
         except InvalidInput as exc:
@@ -475,6 +502,7 @@ def restore_targets(
     dry_run: bool = False,
     expected: Mapping[tuple[str, str], str] | None = None,
     noop_message: str = NOOP_MESSAGE,
+    reverted_set: str | None = None,
 ) -> RestoreReceipt:
     """Return every target's artifact to its target state, or write nothing.
 
@@ -483,11 +511,11 @@ def restore_targets(
     whose bytes already match, writes a counter-point before each write, and stores the restore
     set with its receipt. ``restored_from`` is the id of the set the targets come from.
     """
-    live = _lock_artifacts({t.artifact_id for t in targets}, lock=not dry_run)
+    live = lock_artifacts({t.artifact_id for t in targets}, lock=not dry_run)
     ordered = list(targets)  # the set's order, as the person reviewed it (locks: id order)
     findings: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    plan: list[tuple[RestoreTarget, _Live]] = []
+    plan: list[tuple[RestoreTarget, LiveArtifact]] = []
     for target in ordered:
         artifact = live.get(target.artifact_id)
         if artifact is None or artifact.app_id != app.pk:
@@ -530,7 +558,7 @@ def restore_targets(
                 "pointId": target.point_id,
                 "linesAdded": counts[artifact.pk][0],
                 "linesRemoved": counts[artifact.pk][1],
-                "chars": meta.get(target.sha, (0, 0))[1],
+                "chars": _chars(target, meta),
                 "action": "delete"
                 if target.absent
                 else ("recreate" if artifact.deleted else "write"),
@@ -552,6 +580,7 @@ def restore_targets(
             findings=findings,
             message=message,
             scope=scope,
+            reverted_set=reverted_set,
         )
 
     if findings:
@@ -563,6 +592,7 @@ def restore_targets(
             findings=findings,
             created_by=by,
             scope=scope,
+            reverted_set=reverted_set,
         )
         receipt.message = PREFLIGHT_FAILED.format(
             count=len(findings), s="" if len(findings) == 1 else "s", details=details
@@ -577,6 +607,7 @@ def restore_targets(
             message=noop_message,
             created_by=by,
             scope=scope,
+            reverted_set=reverted_set,
         )
     return _write(
         app,
@@ -586,18 +617,20 @@ def restore_targets(
         by=by,
         restored_from=restored_from,
         scope=scope,
+        reverted_set=reverted_set,
     )
 
 
 def _write(
     app: App,
-    plan: list[tuple[RestoreTarget, _Live]],
+    plan: list[tuple[RestoreTarget, LiveArtifact]],
     route_sources: dict[int, tuple[str, str]],
     *,
     skipped: list[dict[str, Any]],
     by: str,
     restored_from: str,
     scope: str | None,
+    reverted_set: str | None = None,
 ) -> RestoreReceipt:
     """The writes of a pre-flighted restore: set, counter-points, re-pointing, retention."""
     # One moment for the whole restore, strictly after every artifact's last write, so each
@@ -645,7 +678,7 @@ def _write(
                 "collection": artifact.collection,
                 "pointId": target.point_id,
                 "counterPointId": counter_id,
-                "chars": meta.get(target.sha, (0, 0))[1],
+                "chars": _chars(target, meta),
             }
         )
     receipt = RestoreReceipt(
@@ -657,6 +690,7 @@ def _write(
         created_by=by,
         created_on=iso_ms(now),
         scope=scope,
+        reverted_set=reverted_set,
     )
     receipt.message = RESTORED.format(
         written=len(items),
@@ -666,6 +700,9 @@ def _write(
     )
     _restore_sql.insert_restore_set(set_id, app_id, now, by, restored_from, receipt.as_dict())
     _insert_counter_points(points)
+    for target, _ in plan:
+        if target.text is not None:  # a merge result: stored now, inside the transaction
+            _sql.insert_blob(target.text.encode(), target.sha, len(target.text), moment)
 
     repoint_many(
         # The blob's own size (read with its length, no bytes) is authoritative; a target
@@ -695,6 +732,63 @@ def _write(
                 now=now,
             )
     retention.prune(app)
+    return receipt
+
+
+def later_changes(
+    since: Mapping[int, datetime], *, exclude_set: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The later work a restore to "before" overrides (SPEC §14): for each artifact id in
+    ``since``, the sets other than ``exclude_set`` with a point on it after its moment.
+
+    Returns ``laterChanges`` ``[{"name", "collection", "sets": ["cs_…"]}]`` (artifacts without
+    later sets are left out; sets oldest first) and ``laterSets``, each of those sets once,
+    oldest first: ``{"setId", "kind", "name", "created_by", "created_on"}`` — what a dialog
+    needs to say "also undoes cs_… by <who>, 2 h later". Three queries at most.
+    """
+    if not since:
+        return [], []
+    rows = (
+        RestorePoint.objects.filter(artifact_id__in=list(since), created_on__gt=min(since.values()))
+        .exclude(change_set_id=exclude_set)
+        .order_by("created_on", "id")
+        .values_list("artifact_id", "change_set_id", "created_on")
+    )
+    per_artifact: dict[int, list[str]] = {}
+    for artifact_id, set_id, created_on in rows:
+        if created_on > since[artifact_id]:
+            sets = per_artifact.setdefault(artifact_id, [])
+            if set_id not in sets:
+                sets.append(set_id)
+    if not per_artifact:
+        return [], []
+    changes = [
+        {"name": name, "collection": collection, "sets": per_artifact[pk]}
+        for pk, collection, name in Artifact.objects.filter(pk__in=list(per_artifact))
+        .order_by("collection", "name")
+        .values_list("pk", "collection", "name")
+    ]
+    wanted = {set_id for sets in per_artifact.values() for set_id in sets}
+    later_sets = [
+        {
+            "setId": set_id,
+            "kind": kind,
+            "name": name,
+            "created_by": created_by,
+            "created_on": iso_ms(created_on),
+        }
+        for set_id, kind, name, created_by, created_on in ChangeSet.objects.filter(pk__in=wanted)
+        .order_by("created_on", "id")
+        .values_list("id", "kind", "name", "created_by", "created_on")
+    ]
+    return changes, later_sets
+
+
+def _with_later_changes(
+    receipt: RestoreReceipt, since: Mapping[int, datetime], exclude_set: str
+) -> RestoreReceipt:
+    """A dry run's receipt with its ``laterChanges`` and ``laterSets``."""
+    receipt.later_changes, receipt.later_sets = later_changes(since, exclude_set=exclude_set)
     return receipt
 
 
@@ -796,7 +890,7 @@ def restore_change_set(
     app = owner
 
     def body() -> RestoreReceipt:
-        return restore_targets(
+        receipt = restore_targets(
             app,
             _set_targets(found_id, pruned_entries),
             by=by,
@@ -804,6 +898,16 @@ def restore_change_set(
             dry_run=dry_run,
             expected=reviewed,
         )
+        if not dry_run:
+            return receipt
+        # Later work this restore would override: after each artifact's first point in the set.
+        firsts = (
+            RestorePoint.objects.filter(change_set_id=found_id)
+            .values("artifact_id")
+            .annotate(first=Min("created_on"))
+            .values_list("artifact_id", "first")
+        )
+        return _with_later_changes(receipt, dict(firsts), found_id)
 
     return run_audited(app, found_id, by, dry_run, body)
 
@@ -850,7 +954,7 @@ def restore_point(
     reviewed = None if expected_sha256 is None else {(collection, name): expected_sha256}
 
     def body() -> RestoreReceipt:
-        return restore_targets(
+        receipt = restore_targets(
             app,
             [_target_from_row(tuple(fields))],
             by=by,
@@ -859,5 +963,9 @@ def restore_point(
             expected=reviewed,
             noop_message=NOOP_POINT_MESSAGE,
         )
+        if not dry_run:
+            return receipt
+        moment = RestorePoint.objects.filter(id=point_id).values_list("created_on", flat=True)
+        return _with_later_changes(receipt, {fields[1]: moment.get()}, set_id)
 
     return run_audited(app, set_id, by, dry_run, body)

@@ -44,7 +44,7 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
 def _body(request: HttpRequest, app: App, *, status: int = 200, **extra: Any) -> HttpResponse:
     ctx = _context(request, app, **extra)
     if is_fragment(request):
-        html = render_to_string("versions/partials/_members_body.html", ctx, request=request)
+        html = str(render_to_string("versions/partials/_members_body.html", ctx, request=request))
         html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close any dialog
         return HttpResponse(html, status=status)
     return render(request, "versions/members.html", ctx, status=status)
