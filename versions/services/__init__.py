@@ -27,6 +27,7 @@ from versions.services.access import (
     NEEDS_ROLE,
     NO_VIEW,
     OUT_OF_SCOPE,
+    PERMISSIONS,
     PROMOTE,
     RESTORE,
     ROLE_FOR,
@@ -118,6 +119,7 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "PERMISSIONS",
     "REVERT",
     "REVERT_CHANGED_DELETED",
     "REVERT_CONFLICT",
