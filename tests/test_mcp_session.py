@@ -31,6 +31,7 @@ TOOLS = {
     "delete_artifact",
     "list_change_sets",
     "restore_change_set",
+    "revert_change_set",
 }
 
 
@@ -338,3 +339,46 @@ def test_server_refuses_a_bad_token_without_writing_to_stdout(site):
     assert result.returncode != 0
     assert result.stdout == ""
     assert "token is not valid" in result.stderr
+
+
+def test_revert_over_mcp_takes_back_one_turn_and_keeps_the_later_one(site):
+    async def script(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        base = "".join(f"line {i}\n" for i in range(1, 9))
+        await call(
+            session, "write_artifact", collection="pltf_page", name="doc", source=base, run_id="r0"
+        )
+        first = base.replace("line 2\n", "line two\n")
+        _, turn = await call(
+            session, "write_artifact", collection="pltf_page", name="doc", source=first, run_id="r1"
+        )
+        later = first.replace("line 7\n", "line seven\n")
+        await call(
+            session, "write_artifact", collection="pltf_page", name="doc", source=later, run_id="r2"
+        )
+        out["dry"] = await call(
+            session, "revert_change_set", set_id=turn["changeSetId"], dry_run=True
+        )
+        out["revert"] = await call(session, "revert_change_set", set_id=turn["changeSetId"])
+        out["read"] = await call(session, "read_artifact", collection="pltf_page", name="doc")
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        out["hints"] = {
+            name: (
+                t.annotations.destructive_hint,
+                t.annotations.read_only_hint,
+                t.annotations.open_world_hint,
+            )
+            for name, t in tools.items()
+        }
+        return out
+
+    out = run_session(site, site["token"], script)
+    assert out["dry"][1]["kind"] == "dry_run"
+    failed, receipt = out["revert"]
+    assert not failed and receipt["kind"] == "revert" and receipt["revertedSet"]
+    assert "line 2\n" in out["read"][1]["source"] and "line seven\n" in out["read"][1]["source"]
+    hints = out["hints"]
+    for name in ("write_artifact", "delete_artifact", "restore_change_set", "revert_change_set"):
+        assert hints[name][0] is True and hints[name][2] is False, name
+    for name in ("list_artifacts", "read_artifact", "list_change_sets"):
+        assert hints[name][1] is True and hints[name][2] is False, name

@@ -154,7 +154,11 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             close_old_connections()
 
     server = MCPServer(name="versions", instructions=INSTRUCTIONS)
-    read_only = ToolAnnotations(read_only_hint=True)
+    # Hints true to what each tool does (SPEC §15): reads are read-only; writes, deletes,
+    # restores and reverts change the app (each behind a restore point, but they do change it);
+    # no tool reaches outside this app.
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    changes_app = ToolAnnotations(destructive_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
     def list_artifacts(include_deleted: bool = False) -> CallToolResult:
@@ -181,7 +185,11 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
         return call(body, collection, name)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        annotations=ToolAnnotations(
+            destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        )
+    )
     def write_artifact(
         collection: Collection,
         name: Name,
@@ -212,7 +220,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
         return call(body, collection, name, expected_sha256, run_id, turn_id)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    @server.tool(annotations=changes_app)
     def delete_artifact(
         collection: Collection,
         name: Name,
@@ -259,7 +267,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
         return call(body, set_id)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
+    @server.tool(annotations=changes_app)
     def restore_change_set(
         set_id: Annotated[str, Field(description="The change set to undo: cs_… or rs_….")],
         dry_run: Annotated[bool, Field(description="Only say what would be written.")] = False,
@@ -275,6 +283,28 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             actor, app = authorise()
             receipt = services.run_restore(
                 services.SET, set_id, actor=actor, app=app, dry_run=dry_run, expected=expected
+            )
+            return receipt.as_dict()
+
+        return call(body, set_id, expected)
+
+    @server.tool(annotations=changes_app)
+    def revert_change_set(
+        set_id: Annotated[str, Field(description="The change set to take back: cs_….")],
+        dry_run: Annotated[bool, Field(description="Only say what would be written.")] = False,
+        expected: Annotated[
+            dict[str, str] | None,
+            Field(description='"collection/name" → the sha256 you reviewed as now.'),
+        ] = None,
+    ) -> CallToolResult:
+        """Revert this set: take back only what the set itself did, keeping the changes later
+        sets made to the same artifacts (a three-way merge, like git revert). Overlapping
+        later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            receipt = services.run_restore(
+                services.REVERT, set_id, actor=actor, app=app, dry_run=dry_run, expected=expected
             )
             return receipt.as_dict()
 

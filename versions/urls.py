@@ -26,6 +26,11 @@ urlpatterns = [
         views.restore_change_set,
         name="restore_change_set",
     ),
+    path(
+        f"{_APP}change-sets/<str:set_id>/revert/",
+        views.revert_change_set,
+        name="revert_change_set",
+    ),
     path(f"{_APP}points/", views.restore_points, name="restore_points"),
     path(f"{_APP}points/<str:point_id>/", views.restore_point, name="restore_point"),
     path(f"{_APP}points/<str:point_id>/name/", views.name_point, name="name_point"),

@@ -311,6 +311,18 @@ def post_restore_change_set(
 
 
 @api.post(
+    "/change-sets/{set_id}/revert",
+    response={200: RestoreReceiptOut, **ERRORS},
+    summary="Revert this set: take back what the set did, keeping later sets' work (or a dry run)",
+    tags=["restore"],
+)
+def post_revert_change_set(
+    request: HttpRequest, set_id: str, body: RestoreSetIn = _NO_BODY_SET
+) -> Any:
+    return _restore(request, services.REVERT, set_id, dry_run=body.dry_run, expected=body.expected)
+
+
+@api.post(
     "/restore-points/{point_id}/restore",
     response={200: RestoreReceiptOut, **ERRORS},
     summary="Restore one artifact to its state before this point",

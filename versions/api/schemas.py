@@ -179,7 +179,7 @@ class RestorePointIn(Schema):
 
 
 class RestoreReceiptOut(Schema):
-    """A restore receipt (SPEC §4): kind restore, noop or dry_run."""
+    """A restore receipt (SPEC §4, §14): kind restore, revert, noop or dry_run."""
 
     kind: str
     restoredFromSet: str
@@ -192,6 +192,14 @@ class RestoreReceiptOut(Schema):
     created_by: str | None = None
     created_on: str | None = None
     scope: str | None = None
+    revertedSet: str | None = Field(None, description="On a revert: the set taken back.")
+    laterChanges: list[dict[str, Any]] | None = Field(
+        None,
+        description="On a dry run: per artifact, the later change sets this would also undo.",
+    )
+    laterSets: list[dict[str, Any]] | None = Field(
+        None, description="Those later sets once each: setId, kind, name, created_by, created_on."
+    )
 
 
 class PageQuery(Schema):

@@ -117,7 +117,7 @@ def _after_release(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> Ht
     kind = data.get("kind")
     status = 409 if kind == "preflight_failed" else 200
     if not is_fragment(request):
-        if kind == "restore" and data.get("setId"):
+        if kind in ("restore", "revert") and data.get("setId"):
             return redirect(reverse("versions:receipt", args=[app.slug, data["setId"]]))
         ctx = _context(request, app, receipt=data)
         return render(request, "versions/since_release.html", ctx, status=status)

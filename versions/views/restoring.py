@@ -27,6 +27,8 @@ from versions.models import App, ChangeSet
 from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 from versions.views.pages import expanded_set_context, point_context, receipt_page_context
 
+# Receipt kinds of a restore that wrote and stored a restore set.
+WROTE = ("restore", "revert")
 NOOP_SENTENCE = "Every artifact already matched the state before this set — nothing was written."
 _RETURN_RE = re.compile(r"^(set|point):[a-z0-9_]{1,48}$")
 
@@ -174,6 +176,29 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
     return restore_flow(request, flow)
 
 
+@require_http_methods(["GET", "POST"])
+@panel_view
+def revert_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """Revert this set (SPEC §14): take back what the set did, keep later work."""
+    app = app_of(request, slug)
+    cs = selectors.change_set_row(app, set_id)
+    params = request.POST if request.method == "POST" else request.GET
+    ret = _return_to(params.get("ret"), f"set:{cs.id}")
+    flow = Flow(
+        kind=services.REVERT,
+        app=app,
+        ident=cs.id,
+        title="Revert this set",
+        ret=ret,
+        action=reverse("versions:revert_change_set", args=[app.slug, cs.id]),
+        cancel_url=reverse("versions:change_set", args=[app.slug, cs.id]),
+        target="#" + ret.replace(":", "-"),
+        after=_after_restore,
+        extra={"cs": cs},
+    )
+    return restore_flow(request, flow)
+
+
 # --------------------------------------------------------------------------------------------
 # After confirming: the receipt in place
 # --------------------------------------------------------------------------------------------
@@ -184,7 +209,7 @@ def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> Ht
     app, ret = flow.app, flow.ret
     kind = data.get("kind")
     if not is_fragment(request):
-        if kind == "restore" and data.get("setId"):
+        if kind in WROTE and data.get("setId"):
             return redirect(reverse("versions:receipt", args=[app.slug, data["setId"]]))
         ctx = {"app": app, "receipt": data, **perms(request, app)}
         return render(request, "versions/restore_result_page.html", ctx)
@@ -199,7 +224,7 @@ def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> Ht
     html = str(render_to_string(template, ctx, request=request))
     # Close the dialog, and put the new restore set on top of the list when it is shown.
     html += '<div id="dialog-slot" hx-swap-oob="true"></div>'
-    if kind == "restore" and data.get("setId") and what == "set":
+    if kind in WROTE and data.get("setId") and what == "set":
         new_set = selectors.change_set_row(app, data["setId"])
         row = render_to_string(
             "versions/partials/_set_row.html",

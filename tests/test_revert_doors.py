@@ -1,0 +1,111 @@
+"""Revert this set through the doors (SPEC §14): the panel's button and dialog, the API's
+endpoint; Restore all's dialog names the later work it would also undo."""
+
+from __future__ import annotations
+
+import pytest
+from api_helpers import ApiClient, make_token, make_user
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from versions import services
+from versions.models import App, Artifact, ChangeSet
+
+BASE = "".join(f"line {i}\n" for i in range(1, 9))
+
+
+def _history(app: App) -> dict:
+    services.write_artifact(
+        app, "pltf_page", "doc", BASE, requested_by="setup", tool="t", run_id="0"
+    )
+    turn = services.write_artifact(
+        app,
+        "pltf_page",
+        "doc",
+        BASE.replace("line 2\n", "line two\n"),
+        requested_by="agent-a",
+        tool="t",
+        run_id="1",
+    )
+    later = services.write_artifact(
+        app,
+        "pltf_page",
+        "doc",
+        BASE.replace("line 2\n", "line two\n").replace("line 7\n", "line seven\n"),
+        requested_by="agent-b",
+        tool="t",
+        run_id="2",
+    )
+    return {"turn": turn.change_set_id, "later": later.change_set_id}
+
+
+def _source(app: App) -> str:
+    return Artifact.objects.get(app=app, name="doc").source
+
+
+@pytest.fixture
+def boss() -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("boss", password=None))
+    return client
+
+
+def test_the_panel_offers_revert_this_set_and_reverts_with_a_receipt(app, boss):
+    ids = _history(app)
+    expanded = boss.get(
+        reverse("versions:change_set", args=["quotes", ids["turn"]]), HTTP_HX_REQUEST="true"
+    )
+    assert "Revert this set" in expanded.content.decode()
+    url = reverse("versions:revert_change_set", args=["quotes", ids["turn"]])
+    dialog = boss.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "Revert this set" in dialog and "Confirm restore" in dialog
+    done = boss.post(url, {"ret": f"set:{ids['turn']}"}, HTTP_HX_REQUEST="true")
+    assert done.status_code == 200 and "Reverted" in done.content.decode()
+    assert _source(app) == BASE.replace("line 7\n", "line seven\n")
+    rs = ChangeSet.objects.filter(kind=ChangeSet.RESTORE).get()
+    assert rs.receipt["kind"] == "revert" and rs.receipt["revertedSet"] == ids["turn"]
+
+
+def test_restore_alls_dialog_names_the_later_sets_it_would_also_undo(app, boss):
+    ids = _history(app)
+    url = reverse("versions:restore_change_set", args=["quotes", ids["turn"]])
+    dialog = boss.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "This also undoes later work" in dialog
+    assert (
+        f'also undoes <a href="/apps/quotes/versions/change-sets/{ids["later"]}/"><code>{ids["later"]}</code></a>'
+        in dialog
+    )
+    assert "by agent-b" in dialog
+
+
+def test_the_api_reverts_and_refuses_a_conflict_with_nothing_written(app):
+    ids = _history(app)
+    make_user("rvaid", can_restore=True)
+    api = ApiClient(make_token("rvaid", "quotes"))
+    # A later set that changes the same line as the turn: a conflict, nothing written.
+    services.write_artifact(
+        app,
+        "pltf_page",
+        "doc",
+        _source(app).replace("line two\n", "line 2, again\n"),
+        requested_by="agent-c",
+        tool="t",
+        run_id="3",
+    )
+    before = _source(app)
+    refused = api.post(f"/change-sets/{ids['turn']}/revert", {})
+    assert refused.status_code == 409 and refused.json()["kind"] == "preflight_failed"
+    assert _source(app) == before
+    dry = api.post(f"/change-sets/{ids['later']}/revert", {"dry_run": True})
+    assert dry.status_code == 200 and dry.json()["kind"] == "dry_run"
+    done = api.post(f"/change-sets/{ids['later']}/revert", {})
+    assert done.status_code == 200 and done.json()["kind"] == "revert"
+    assert "line seven" not in _source(app) and "line 2, again" in _source(app)
+
+
+def test_a_token_without_the_restore_permission_may_not_revert(app):
+    ids = _history(app)
+    make_user("agent")
+    api = ApiClient(make_token("agent", "quotes"))
+    assert api.post(f"/change-sets/{ids['turn']}/revert", {}).status_code == 403
