@@ -109,3 +109,39 @@ def test_a_token_without_the_restore_permission_may_not_revert(app):
     make_user("agent")
     api = ApiClient(make_token("agent", "quotes"))
     assert api.post(f"/change-sets/{ids['turn']}/revert", {}).status_code == 403
+
+
+def test_an_expanded_set_shows_what_it_did_by_default_and_then_to_now_on_request(app, boss):
+    ids = _history(app)  # the turn changed line 2; a later set changed line 7
+    url = reverse("versions:change_set", args=["quotes", ids["turn"]])
+    own = boss.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "What this set did, per artifact" in own
+    assert "seven" not in own  # the later set's edit is not part of this set
+    assert (
+        'title="Lines added and removed by this set"><span class="add">+1</span> <span class="del">−1</span>'
+        in own
+    )
+    now = boss.get(url + "?view=now", HTTP_HX_REQUEST="true").content.decode()
+    assert "Then → now, per artifact" in now and "seven" in now
+    assert '<span class="add">+2</span> <span class="del">−2</span>' in now
+
+
+def test_the_api_gives_a_sets_diff_in_either_view(app):
+    ids = _history(app)
+    make_user("rvaid")
+    api = ApiClient(make_token("rvaid", "quotes"))
+    own = api.get(f"/change-sets/{ids['turn']}", view="set").json()["diff"]
+    now = api.get(f"/change-sets/{ids['turn']}", view="now").json()["diff"]
+    assert (own["view"], own["lines_added"], own["lines_removed"]) == ("set", 1, 1)
+    assert (now["view"], now["lines_added"], now["lines_removed"]) == ("now", 2, 2)
+    assert own["artifacts"] == [
+        {
+            "collection": "pltf_page",
+            "name": "doc",
+            "change": "changed",
+            "lines_added": 1,
+            "lines_removed": 1,
+            "reason": None,
+        }
+    ]
+    assert api.get(f"/change-sets/{ids['turn']}", view="later").status_code == 422

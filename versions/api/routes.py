@@ -13,7 +13,7 @@ route spec that does not parse.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -270,8 +270,14 @@ def get_change_sets(request: HttpRequest, slug: str, params: Query[PageQuery]) -
     summary="A change set with its restore points",
     tags=["change sets"],
 )
-def get_change_set(request: HttpRequest, set_id: str) -> Any:
-    return selectors.change_set_detail(services.set_for(set_id, actor=_actor(request)))
+def get_change_set(
+    request: HttpRequest, set_id: str, view: Literal["set", "now"] | None = None
+) -> Any:
+    change_set = services.set_for(set_id, actor=_actor(request))
+    detail = selectors.change_set_detail(change_set)
+    if view is not None:
+        detail["diff"] = selectors.change_set_view(change_set, view)
+    return detail
 
 
 # --- restore: one flow for a set, a point and the release ----------------------------------

@@ -149,6 +149,13 @@ class ChangeSetDetail(ChangeSetSummary):
     restore_points: list[PointOut]
     pruned: list[dict[str, Any]]
     receipt: dict[str, Any] | None
+    diff: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "With ?view=set (what the set did: before it → right after it) or ?view=now "
+            "(before it → now): the view's line totals and, per artifact, its change and counts."
+        ),
+    )
 
 
 class RestoreSetIn(Schema):

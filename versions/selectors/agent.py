@@ -11,6 +11,7 @@ from django.db.models import Count, Sum
 
 from versions.errors import NotFound
 from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.selectors.set_states import set_states
 
 PER_PAGE_DEFAULT = 50
 ARTIFACT_NOT_FOUND = "There is no {collection} “{name}” in app “{slug}”."
@@ -164,4 +165,27 @@ def change_set_detail(change_set: ChangeSet) -> dict[str, Any]:
         "restore_points": [point_out(p) for p in points],
         "pruned": list(change_set.pruned or []),
         "receipt": change_set.receipt,
+    }
+
+
+def change_set_view(change_set: ChangeSet, view: str) -> dict[str, Any]:
+    """A set's diff summary in one of the two views of SPEC §14 — ``set`` (before it → right
+    after it: what it did) or ``now`` (before it → the current sources) — with its line
+    totals, per artifact the change and its counts, and in words why a side is unknown."""
+    states = set_states(change_set.id, view)
+    return {
+        "view": view,
+        "lines_added": states.lines_added,
+        "lines_removed": states.lines_removed,
+        "artifacts": [
+            {
+                "collection": a.artifact.collection,
+                "name": a.artifact.name,
+                "change": a.change,
+                "lines_added": a.lines_added,
+                "lines_removed": a.lines_removed,
+                "reason": a.reason,
+            }
+            for a in states.artifacts
+        ],
     }

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db import connections
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 
 from versions import rawsql
 from versions.errors import NotFound
@@ -117,9 +117,35 @@ def change_set_row(app: App, set_id: str) -> ChangeSet:
     return cs
 
 
+# The two views of a set's diff (SPEC §14): what the set itself did (before it → right after
+# it), or its then → now (before it → the artifact's current source).
+SET_VIEW = "set"
+NOW_VIEW = "now"
+VIEWS = (SET_VIEW, NOW_VIEW)
+
+
+@dataclass(frozen=True)
+class AfterState:
+    """An artifact's state right after a set: the previous state of the first later point on
+    it, or its current state when there is none. ``unknown``: in words, why it is not known
+    (that later point was pruned)."""
+
+    blob_id: str | None
+    exists: bool
+    sha256: str
+    unknown: str | None = None
+
+
+AFTER_PRUNED = (
+    "The restore point that held this artifact's state right after the set was pruned by "
+    "retention, so what the set itself did cannot be shown. Switch to then → now."
+)
+
+
 @dataclass
 class ArtifactChange:
-    """One artifact of an expanded set: its oldest point in the set, and the state now."""
+    """One artifact of an expanded set: its oldest point in the set, and the state shown as
+    "now" — its current state, or (``after``) its state right after the set."""
 
     artifact: Artifact
     point: RestorePoint | None
@@ -130,10 +156,29 @@ class ArtifactChange:
     then_source: str | bytes | None = None
     now_source: str | bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    after: AfterState | None = None
 
     @property
     def key(self) -> str:
         return f"{self.artifact.collection}/{self.artifact.name}"
+
+    @property
+    def view(self) -> str:
+        return SET_VIEW if self.after is not None else NOW_VIEW
+
+    @property
+    def now_blob_id(self) -> str | None:
+        """The blob of the "now" side: right after the set, or the current source."""
+        return self.after.blob_id if self.after is not None else self.artifact.blob_id
+
+    @property
+    def now_deleted(self) -> bool:
+        """Whether the "now" side is absent (a tombstone, or deleted by the set)."""
+        return not self.after.exists if self.after is not None else self.artifact.deleted
+
+    @property
+    def now_sha(self) -> str:
+        return self.after.sha256 if self.after is not None else self.artifact.sha256
 
 
 @dataclass
@@ -154,14 +199,14 @@ def load_sources(changes: list[ArtifactChange]) -> None:
             continue
         if ch.point is not None and ch.point.previous_blob_id:
             wanted.add(ch.point.previous_blob_id)
-        if ch.artifact.blob_id:
-            wanted.add(ch.artifact.blob_id)
+        if ch.now_blob_id:
+            wanted.add(ch.now_blob_id)
     sources = blob_sources(wanted)
     for ch in changes:
         if not ch.inline:
             continue
         ch.then_source = then_source(ch.point, sources) if ch.point is not None else None
-        ch.now_source = sources.get(ch.artifact.blob_id or "")
+        ch.now_source = sources.get(ch.now_blob_id or "")
 
 
 def then_source(point: RestorePoint, sources: dict[str, bytes] | None = None) -> str | bytes | None:
@@ -230,8 +275,51 @@ def _inflate_pool() -> ThreadPoolExecutor:
         return _POOL[1]
 
 
-def expanded_set(app: App, set_id: str) -> ExpandedSet:
-    """A change set with, per artifact, its oldest point in the set and its current state."""
+def after_states(last_points: Iterable[RestorePoint]) -> dict[int, AfterState]:
+    """Each artifact's state right after its last point of a set (``last_points``: that point
+    per artifact), by artifact id, in one query: the previous state of the first later point
+    on it, or its current state when nothing wrote it since."""
+    last = list(last_points)
+    if not last:
+        return {}
+    later = RestorePoint.objects.filter(
+        artifact_id=OuterRef("artifact_id"), created_on__gt=OuterRef("created_on")
+    ).order_by("created_on", "id")
+    rows = (
+        RestorePoint.objects.filter(pk__in=[p.pk for p in last])
+        .annotate(
+            next_id=Subquery(later.values("id")[:1]),
+            next_blob=Subquery(later.values("previous_blob_id")[:1]),
+            next_existed=Subquery(later.values("previous_existed")[:1]),
+            next_sha=Subquery(later.values("previous_sha256")[:1]),
+        )
+        .values_list(
+            "artifact_id",
+            "created_on",
+            "next_id",
+            "next_blob",
+            "next_existed",
+            "next_sha",
+            "artifact__blob_id",
+            "artifact__deleted",
+            "artifact__sha256",
+            "artifact__pruned_until",
+        )
+    )
+    out: dict[int, AfterState] = {}
+    for art_id, moment, next_id, blob, existed, sha, cur_blob, deleted, cur_sha, pruned in rows:
+        if pruned is not None and pruned >= moment:
+            out[art_id] = AfterState(None, False, "", unknown=AFTER_PRUNED)
+        elif next_id is None:
+            out[art_id] = AfterState(None if deleted else cur_blob, not deleted, cur_sha)
+        else:
+            out[art_id] = AfterState(blob if existed else None, bool(existed), sha or "")
+    return out
+
+
+def expanded_set(app: App, set_id: str, view: str = SET_VIEW) -> ExpandedSet:
+    """A change set with, per artifact, its oldest point in the set and the state shown as now:
+    right after the set (``view="set"``, what the set itself did) or its current state."""
     cs = change_set_row(app, set_id)
     points = list(
         RestorePoint.objects.filter(change_set=cs)
@@ -245,9 +333,15 @@ def expanded_set(app: App, set_id: str) -> ExpandedSet:
         written = {item.get("counterPointId"): i for i, item in enumerate(items)}
         points.sort(key=lambda p: written.get(p.id, len(written)))
     oldest: dict[int, RestorePoint] = {}
+    newest: dict[int, RestorePoint] = {}
     for p in points:
         oldest.setdefault(p.artifact_id, p)
-    changes = [ArtifactChange(artifact=p.artifact, point=p) for p in oldest.values()]
+        newest[p.artifact_id] = p
+    after = after_states(newest.values()) if view == SET_VIEW else {}
+    changes = [
+        ArtifactChange(artifact=p.artifact, point=p, after=after.get(p.artifact_id))
+        for p in oldest.values()
+    ]
     pruned_ids = {int(item["artifactId"]) for item in (cs.pruned or []) if "artifactId" in item}
     missing = pruned_ids - set(oldest)
     if missing:
@@ -383,12 +477,22 @@ def _no_point(point_id: str) -> NotFound:
     return NotFound(POINT_NOT_IN_APP.format(id=point_id))
 
 
-def point_change(point: RestorePoint) -> ArtifactChange:
-    """The then→now change of one point (previous source → the artifact's current source).
+def point_change(point: RestorePoint, view: str = NOW_VIEW) -> ArtifactChange:
+    """The then→now change of one point (previous source → the artifact's current source), or
+    with ``view="set"`` its set's own change of that artifact (→ its state right after the set).
 
     Sources are loaded by the caller (``load_sources``) only when a diff is not cached.
     """
-    return ArtifactChange(artifact=point.artifact, point=point)
+    after = None
+    if view == SET_VIEW and point.change_set_id:
+        last = (
+            RestorePoint.objects.filter(change_set_id=point.change_set_id, artifact=point.artifact)
+            .order_by("-created_on", "-id")
+            .first()
+        )
+        if last is not None:
+            after = after_states([last]).get(point.artifact_id)
+    return ArtifactChange(artifact=point.artifact, point=point, after=after)
 
 
 def restore_set(app: App, set_id: str) -> ChangeSet:

@@ -80,9 +80,10 @@ class SetStates:
         return sum(a.lines_removed for a in self.artifacts)
 
 
-def set_states(set_id: str) -> SetStates:
+def set_states(set_id: str, view: str = "set") -> SetStates:
     """Per artifact of change set ``set_id`` (a restore set too), its state before the set and
-    right after it, with the +/− line counts of that view. Raises ``NotFound``."""
+    right after it (``view="set"``) or now (``view="now"``), with the +/− line counts of that
+    view. Raises ``NotFound``."""
     if not isinstance(set_id, str) or not ChangeSet.objects.filter(pk=set_id).exists():
         raise NotFound(SET_NOT_FOUND.format(id=set_id))
     spans: dict[int, tuple[datetime, datetime]] = {}
@@ -100,7 +101,17 @@ def set_states(set_id: str) -> SetStates:
         # Points are stamped in whole milliseconds, strictly increasing per artifact: the
         # first point after a moment just before the set's first one is that very point.
         before = state_at(artifact, first - timedelta(microseconds=1), with_source=True)
-        after = state_at(artifact, last, with_source=True)
+        after = (
+            state_at(artifact, last, with_source=True)
+            if view == "set"
+            else ArtifactState(
+                artifact,
+                "current",
+                artifact.sha256,
+                artifact.blob_id,
+                source="" if artifact.deleted else artifact.source,
+            )
+        )
         if before.source is not None and after.source is not None:
             added, removed = count_line_changes(before.source, after.source)
         else:

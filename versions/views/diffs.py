@@ -37,6 +37,13 @@ IDENTICAL = (
     "A restore would skip it."
 )
 CHANGED_SINCE = "This artifact changed since the diff was shown. Reload to see the current diff."
+# The same cases in the set's own view (before the set → right after it).
+SET_ADDED = "Created by this set: it did not exist before it."
+SET_REMOVED = "Deleted by this set."
+SET_ABSENT = "It did not exist before this set, nor right after it."
+SET_IDENTICAL = (
+    "This set changed it and changed it back: right after the set it matched its state before."
+)
 
 
 # Computed diffs by (then blob, now blob): blobs are content-addressed, so the key is the
@@ -52,7 +59,7 @@ def _key(change: ArtifactChange) -> tuple[str, str]:
     then = (
         (point.previous_blob_id or "") if point is not None and point.previous_existed else _ABSENT
     )
-    now = _ABSENT if change.artifact.deleted else (change.artifact.blob_id or "")
+    now = _ABSENT if change.now_deleted else (change.now_blob_id or "")
     return then, now
 
 
@@ -93,7 +100,7 @@ def diff_result(change: ArtifactChange) -> diffing.DiffResult:
             selectors.load_sources([change])
         point = change.point
         then = change.then_source if point is not None and point.previous_existed else None
-        now = None if change.artifact.deleted else (change.now_source or "")
+        now = None if change.now_deleted else (change.now_source or "")
         result = diffing.compute_diff(then, now)
         _remember(key, result)
     return result
@@ -115,7 +122,11 @@ class DiffView:
 
     @property
     def now_sha(self) -> str:
-        return self.change.artifact.sha256
+        return self.change.now_sha
+
+    @property
+    def view(self) -> str:
+        return self.change.view
 
     @property
     def lines_added(self) -> int:
@@ -133,25 +144,27 @@ def _not_stored(point: RestorePoint) -> str:
 def build_diff(change: ArtifactChange, page: int = 1) -> DiffView:
     """The diff view of one artifact change (its sources loaded, or lazy)."""
     point = change.point
-    artifact = change.artifact
     if point is None:
         return DiffView(change, "pruned", PRUNED.format(keep=conf.points_per_app()))
     if not change.inline:
         return DiffView(change, "lazy", "")
+    if change.after is not None and change.after.unknown:
+        return DiffView(change, "pruned", change.after.unknown)
     if point.previous_existed and not point.source_stored:
         return DiffView(change, "not_stored", _not_stored(point))
-    if not point.previous_existed and artifact.deleted:
-        return DiffView(change, "absent", ABSENT)
+    own = change.after is not None
+    if not point.previous_existed and change.now_deleted:
+        return DiffView(change, "absent", SET_ABSENT if own else ABSENT)
     if point.previous_existed and not point.previous_blob_id:
         # Stored but its blob is gone: treat as not stored rather than guess.
         return DiffView(change, "not_stored", _not_stored(point))
     result = diff_result(change)
     if result.is_added:
-        status, message = "added", ADDED
+        status, message = "added", SET_ADDED if own else ADDED
     elif result.is_removed:
-        status, message = "removed", REMOVED
+        status, message = "removed", SET_REMOVED if own else REMOVED
     elif result.identical:
-        status, message = "identical", IDENTICAL
+        status, message = "identical", SET_IDENTICAL if own else IDENTICAL
     else:
         status, message = "changed", ""
     page_obj = None
@@ -167,8 +180,14 @@ def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     """The whole diff section of one point (lazy-loaded artifacts of big sets)."""
     app, point = selectors.app_point(slug, point_id)
     services.app_for(app, actor=actor_of(request))
-    view = build_diff(selectors.point_change(point))
+    view = build_diff(selectors.point_change(point, _view(request)))
     return render(request, "versions/partials/_diff.html", {"app": app, "diff": view})
+
+
+def _view(request: HttpRequest) -> str:
+    """``?view=set`` (the set's own change) or the default then → now."""
+    view = request.GET.get("view", selectors.NOW_VIEW)
+    return view if view in selectors.VIEWS else selectors.NOW_VIEW
 
 
 @require_GET
@@ -177,9 +196,10 @@ def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     """The next page of hunks of a then→now diff ("Show more hunks")."""
     app, point = selectors.app_point(slug, point_id)
     services.app_for(app, actor=actor_of(request))
-    if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
+    change = selectors.point_change(point, _view(request))
+    if request.GET.get("now", change.now_sha) != change.now_sha:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
-    view = build_diff(selectors.point_change(point), page=int_param(request.GET.get("page"), 1))
+    view = build_diff(change, page=int_param(request.GET.get("page"), 1))
     return render(request, "versions/partials/_diff_page.html", {"app": app, "diff": view})
 
 
@@ -189,14 +209,15 @@ def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     """Unchanged lines behind an "N unchanged lines" expander."""
     app, point = selectors.app_point(slug, point_id)
     services.app_for(app, actor=actor_of(request))
-    if request.GET.get("now", point.artifact.sha256) != point.artifact.sha256:
+    change = selectors.point_change(point, _view(request))
+    if request.GET.get("now", change.now_sha) != change.now_sha:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     old_start = int_param(request.GET.get("old"))
     new_start = int_param(request.GET.get("new"))
     count = int_param(request.GET.get("count"))
     take = min(count, GAP_CHUNK)
     try:
-        rows = diff_result(selectors.point_change(point)).context_lines(old_start, new_start, take)
+        rows = diff_result(change).context_lines(old_start, new_start, take)
     except diffing.StaleContext:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     rest = None
@@ -205,5 +226,12 @@ def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     return render(
         request,
         "versions/partials/_diff_context.html",
-        {"app": app, "pid": point.id, "rows": rows, "rest": rest, "now": point.artifact.sha256},
+        {
+            "app": app,
+            "pid": point.id,
+            "rows": rows,
+            "rest": rest,
+            "now": change.now_sha,
+            "view": change.view,
+        },
     )

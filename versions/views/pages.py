@@ -76,15 +76,29 @@ def restore_points(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "versions/panel.html", ctx)
 
 
+def set_view(request: HttpRequest) -> str:
+    """Which diff an expanded set shows: ``set`` (what it did, the default) or ``now``."""
+    view = request.GET.get("view", selectors.SET_VIEW)
+    return view if view in selectors.VIEWS else selectors.SET_VIEW
+
+
 def expanded_set_context(
-    request: HttpRequest, app: App, set_id: str, **extra: Any
+    request: HttpRequest, app: App, set_id: str, *, view: str | None = None, **extra: Any
 ) -> dict[str, Any]:
-    """Everything the expanded row of a set shows."""
-    xs = selectors.expanded_set(app, set_id)
+    """Everything the expanded row of a set shows, in the view asked for."""
+    view = view or set_view(request)
+    xs = selectors.expanded_set(app, set_id, view)
     prepare(xs.changes)
     diffs = [build_diff(ch) for ch in xs.changes]
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
+    cs = xs.change_set
+    if all(d.result is not None or d.status in ("pruned", "not_stored", "absent") for d in diffs):
+        # The row's counts are the view's: what the diffs below add up to.
+        cs.added = sum(d.lines_added for d in diffs)  # type: ignore[attr-defined]
+        cs.removed = sum(d.lines_removed for d in diffs)  # type: ignore[attr-defined]
+        cs.counts_view = view  # type: ignore[attr-defined]
     return {
+        "view": view,
         "app": app,
         "cs": xs.change_set,
         "xs": xs,
