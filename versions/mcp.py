@@ -78,6 +78,14 @@ TurnId = Annotated[
 ]
 
 
+SetId = Annotated[str, Field(description="The change set: cs_… (or rs_… to undo a restore).")]
+DryRun = Annotated[bool, Field(description="Only say what would be written.")]
+Reviewed = Annotated[
+    dict[str, str] | None,
+    Field(description='"collection/name" → the sha256 you reviewed as now.'),
+]
+
+
 def _result(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False, indent=1))],
@@ -267,47 +275,33 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
         return call(body, set_id)
 
-    @server.tool(annotations=changes_app)
-    def restore_change_set(
-        set_id: Annotated[str, Field(description="The change set to undo: cs_… or rs_….")],
-        dry_run: Annotated[bool, Field(description="Only say what would be written.")] = False,
-        expected: Annotated[
-            dict[str, str] | None,
-            Field(description='"collection/name" → the sha256 you reviewed as now.'),
-        ] = None,
-    ) -> CallToolResult:
-        """Restore all: put every artifact of the set back to its state before the set, behind
-        counter-points (so the restore can be undone). Returns the receipt."""
+    def restore_tool(kind: str, set_id: str, dry_run: bool, expected: Any) -> CallToolResult:
+        """One restore flow for every restore tool (SPEC §12)."""
 
         def body() -> dict[str, Any]:
             actor, app = authorise()
             receipt = services.run_restore(
-                services.SET, set_id, actor=actor, app=app, dry_run=dry_run, expected=expected
+                kind, set_id, actor=actor, app=app, dry_run=dry_run, expected=expected
             )
             return receipt.as_dict()
 
         return call(body, set_id, expected)
 
     @server.tool(annotations=changes_app)
+    def restore_change_set(
+        set_id: SetId, dry_run: DryRun = False, expected: Reviewed = None
+    ) -> CallToolResult:
+        """Restore all: put every artifact of the set back to its state before the set, behind
+        counter-points (so the restore can be undone). Returns the receipt."""
+        return restore_tool(services.SET, set_id, dry_run, expected)
+
+    @server.tool(annotations=changes_app)
     def revert_change_set(
-        set_id: Annotated[str, Field(description="The change set to take back: cs_….")],
-        dry_run: Annotated[bool, Field(description="Only say what would be written.")] = False,
-        expected: Annotated[
-            dict[str, str] | None,
-            Field(description='"collection/name" → the sha256 you reviewed as now.'),
-        ] = None,
+        set_id: SetId, dry_run: DryRun = False, expected: Reviewed = None
     ) -> CallToolResult:
         """Revert this set: take back only what the set itself did, keeping the changes later
         sets made to the same artifacts (a three-way merge, like git revert). Overlapping
         later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
-
-        def body() -> dict[str, Any]:
-            actor, app = authorise()
-            receipt = services.run_restore(
-                services.REVERT, set_id, actor=actor, app=app, dry_run=dry_run, expected=expected
-            )
-            return receipt.as_dict()
-
-        return call(body, set_id, expected)
+        return restore_tool(services.REVERT, set_id, dry_run, expected)
 
     return server

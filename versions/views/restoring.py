@@ -130,27 +130,45 @@ def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
 # --------------------------------------------------------------------------------------------
 
 
-@require_http_methods(["GET", "POST"])
-@panel_view
-def restore_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
-    """Restore all of a set (Undo this restore for a restore set): dialog, then confirm."""
+def _set_flow(request: HttpRequest, slug: str, set_id: str, *, kind: str) -> HttpResponse:
+    """The restore flow of a whole set: Restore all (Undo this restore for a restore set), or
+    Revert this set."""
     app = app_of(request, slug)
     cs = selectors.change_set_row(app, set_id)
     params = request.POST if request.method == "POST" else request.GET
     ret = _return_to(params.get("ret"), f"set:{cs.id}")
+    if kind == services.REVERT:
+        title, url_name = "Revert this set", "versions:revert_change_set"
+    else:
+        title = "Undo this restore" if cs.kind == ChangeSet.RESTORE else "Restore all"
+        url_name = "versions:restore_change_set"
     flow = Flow(
-        kind=services.SET,
+        kind=kind,
         app=app,
         ident=cs.id,
-        title="Undo this restore" if cs.kind == ChangeSet.RESTORE else "Restore all",
+        title=title,
         ret=ret,
-        action=reverse("versions:restore_change_set", args=[app.slug, cs.id]),
+        action=reverse(url_name, args=[app.slug, cs.id]),
         cancel_url=reverse("versions:change_set", args=[app.slug, cs.id]),
         target="#" + ret.replace(":", "-"),
         after=_after_restore,
         extra={"cs": cs},
     )
     return restore_flow(request, flow)
+
+
+@require_http_methods(["GET", "POST"])
+@panel_view
+def restore_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """Restore all of a set (Undo this restore for a restore set): dialog, then confirm."""
+    return _set_flow(request, slug, set_id, kind=services.SET)
+
+
+@require_http_methods(["GET", "POST"])
+@panel_view
+def revert_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
+    """Revert this set (SPEC §14): take back what the set did, keep later work."""
+    return _set_flow(request, slug, set_id, kind=services.REVERT)
 
 
 @require_http_methods(["GET", "POST"])
@@ -172,29 +190,6 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
         target="#" + ret.replace(":", "-"),
         after=_after_restore,
         extra={"point": point},
-    )
-    return restore_flow(request, flow)
-
-
-@require_http_methods(["GET", "POST"])
-@panel_view
-def revert_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
-    """Revert this set (SPEC §14): take back what the set did, keep later work."""
-    app = app_of(request, slug)
-    cs = selectors.change_set_row(app, set_id)
-    params = request.POST if request.method == "POST" else request.GET
-    ret = _return_to(params.get("ret"), f"set:{cs.id}")
-    flow = Flow(
-        kind=services.REVERT,
-        app=app,
-        ident=cs.id,
-        title="Revert this set",
-        ret=ret,
-        action=reverse("versions:revert_change_set", args=[app.slug, cs.id]),
-        cancel_url=reverse("versions:change_set", args=[app.slug, cs.id]),
-        target="#" + ret.replace(":", "-"),
-        after=_after_restore,
-        extra={"cs": cs},
     )
     return restore_flow(request, flow)
 
