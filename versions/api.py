@@ -479,7 +479,7 @@ def read_artifact(app: App, collection: str, name: str) -> dict[str, Any]:
     validate_collection(collection)
     validate_name(name)
     artifact = (
-        Artifact.objects.select_related("blob")
+        Artifact.objects.select_related("blob__base")
         .filter(app=app, collection=collection, name=name)
         .first()
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 
+import zstandard
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -29,8 +30,29 @@ COLLECTION_CHOICES = [
     (SERVER_SCRIPT, "Server script"),
 ]
 
-# Blobs larger than this are stored zlib-compressed; reading still takes one query.
+# Full copies larger than this are stored zlib-compressed; reading still takes one query.
 COMPRESS_OVER_BYTES = 256 * 1024
+# Delta storage (SPEC §18): a blob may be a zstd frame compressed with a full copy of an earlier
+# version of its artifact as a raw-content dictionary. Every delta is against a full copy (never
+# against another delta), so reading any source fetches at most two rows in one query and runs
+# one decompression; a full copy at least every CHAIN_MAX + 1 versions bounds how far a delta
+# drifts from its base.
+CHAIN_MAX = 15
+# Smaller sources are stored whole: a delta would save a few bytes for a compression's cost.
+DELTA_MIN_BYTES = 512
+# zstd's default level: a one-line edit of a 28 KB stylesheet takes about 40 bytes.
+DELTA_LEVEL = 3
+
+
+class BlobQuerySet(models.QuerySet["Blob"]):
+    def with_bases(self) -> BlobQuerySet:
+        """Read each delta's base in the same query (the default: reading stays one query)."""
+        return self.select_related("base")
+
+
+class BlobManager(models.Manager["Blob"]):
+    def get_queryset(self) -> BlobQuerySet:
+        return BlobQuerySet(self.model, using=self._db).with_bases()
 
 
 class Blob(models.Model):
@@ -39,18 +61,48 @@ class Blob(models.Model):
     sha256 = models.CharField(
         max_length=64, primary_key=True, help_text="Hex sha256 of the UTF-8 bytes."
     )
-    data = models.BinaryField(help_text="UTF-8 bytes, zlib-compressed when `compressed`.")
+    data = models.BinaryField(
+        help_text="UTF-8 bytes, zlib-compressed when `compressed`; a zstd delta when `base`."
+    )
     size = models.PositiveBigIntegerField(help_text="Length of the UTF-8 bytes.")
     chars = models.PositiveBigIntegerField(help_text="Length of the text in characters.")
     compressed = models.BooleanField(default=False)
     created_on = models.DateTimeField(auto_now_add=True)
+    base = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # the ``blob_base`` index below, without PostgreSQL's pattern index
+        help_text="The full copy whose bytes are this blob's zstd dictionary; null for a "
+        "full copy. A blob another delta needs is never swept.",
+    )
+    chain = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="0 for a full copy; n for the n-th version stored as a delta against its "
+        f"base (at most {CHAIN_MAX}: a full copy at least every {CHAIN_MAX + 1} versions).",
+    )
+
+    objects = BlobManager()
 
     class Meta:
         ordering = ["created_on"]
+        # Loading an artifact's or a point's blob reads its base in the same query.
+        base_manager_name = "objects"
         indexes = [
             # Covers the size and length lookups of a restore, so they never read the bytes
             # (SQLite keeps columns after ``data`` behind its overflow pages).
             models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
+            # The sweep's "does a delta still need this full copy?" check.
+            models.Index(fields=["base"], name="blob_base"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(base__isnull=True, chain=0)
+                | Q(base__isnull=False, chain__gte=1, chain__lte=CHAIN_MAX, compressed=False),
+                name="blob_delta_chain",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -58,9 +110,9 @@ class Blob(models.Model):
 
     @property
     def raw(self) -> bytes:
-        """The stored UTF-8 bytes, decompressed."""
-        data = bytes(self.data)
-        return zlib.decompress(data) if self.compressed else data
+        """The stored UTF-8 bytes, decompressed (a delta's base comes with it: see objects)."""
+        base = self.base.raw if self.base_id is not None else None  # type: ignore[union-attr]
+        return Blob.unpack(self.data, self.compressed, base)
 
     @property
     def text(self) -> str:
@@ -69,12 +121,38 @@ class Blob(models.Model):
 
     @staticmethod
     def pack(raw: bytes) -> tuple[bytes, bool]:
-        """The bytes to store for ``raw`` and whether they are compressed."""
+        """The bytes to store for ``raw`` as a full copy and whether they are compressed."""
         if len(raw) > COMPRESS_OVER_BYTES:
             packed = zlib.compress(raw, 1)
             if len(packed) < len(raw):
                 return packed, True
         return raw, False
+
+    @staticmethod
+    def pack_delta(raw: bytes, base_raw: bytes) -> bytes | None:
+        """``raw`` as a zstd frame with ``base_raw`` as its raw-content dictionary, or None
+        when a delta would not save at least half of the bytes (store a full copy)."""
+        if len(raw) < DELTA_MIN_BYTES or len(base_raw) < DELTA_MIN_BYTES:
+            return None
+        dictionary = zstandard.ZstdCompressionDict(
+            base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
+        )
+        packed = zstandard.ZstdCompressor(
+            level=DELTA_LEVEL, dict_data=dictionary, write_checksum=False, write_dict_id=False
+        ).compress(raw)
+        return packed if len(packed) <= len(raw) // 2 else None
+
+    @staticmethod
+    def unpack(data: bytes | memoryview, compressed: bool, base_raw: bytes | None = None) -> bytes:
+        """The UTF-8 bytes of stored ``data``: a delta against ``base_raw`` when given, else a
+        full copy (zlib-compressed when ``compressed``)."""
+        data = bytes(data)
+        if base_raw is not None:
+            dictionary = zstandard.ZstdCompressionDict(
+                base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
+            )
+            return zstandard.ZstdDecompressor(dict_data=dictionary).decompress(data)
+        return zlib.decompress(data) if compressed else data
 
 
 class App(models.Model):

@@ -4,18 +4,22 @@ Views, the agent API, the MCP server, the admin and the management commands are 
 over these functions.
 """
 
+from versions.services._store import RepackResult
+from versions.services._store import repack as repack_blobs
 from versions.services.capture import WriteReceipt, delete_artifact, write_artifact
 from versions.services.release import restore_to_release, since_release, state_at, states_at
 from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
 from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
 
 __all__ = [
+    "RepackResult",
     "RestoreReceipt",
     "WriteReceipt",
     "delete_artifact",
     "mark_release",
     "name_change_set",
     "name_point",
+    "repack_blobs",
     "restore_change_set",
     "restore_point",
     "restore_to_release",
