@@ -30,8 +30,10 @@ COLLECTION_CHOICES = [
     (SERVER_SCRIPT, "Server script"),
 ]
 
-# Full copies larger than this are stored zlib-compressed; reading still takes one query.
-COMPRESS_OVER_BYTES = 256 * 1024
+# Full copies of at least this size are stored zstd-compressed (older ones zlib-compressed over
+# 256 KB; both read back, told apart by their frame's magic number); reading takes one query.
+COMPRESS_FROM_BYTES = 512
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Delta storage (SPEC §18): a blob may be a zstd frame compressed with a full copy of an earlier
 # version of its artifact as a raw-content dictionary. Every delta is against a full copy (never
 # against another delta), so reading any source fetches at most two rows in one query and runs
@@ -40,8 +42,9 @@ COMPRESS_OVER_BYTES = 256 * 1024
 CHAIN_MAX = 15
 # Smaller sources are stored whole: a delta would save a few bytes for a compression's cost.
 DELTA_MIN_BYTES = 512
-# zstd's default level: a one-line edit of a 28 KB stylesheet takes about 40 bytes.
-DELTA_LEVEL = 3
+# zstd's default level: a one-line edit of a 28 KB stylesheet takes about 40 bytes, the
+# stylesheet itself 3.6 KB (zlib's fastest level: 4.2 KB, slower to read).
+ZSTD_LEVEL = 3
 
 
 class BlobQuerySet(models.QuerySet["Blob"]):
@@ -62,7 +65,8 @@ class Blob(models.Model):
         max_length=64, primary_key=True, help_text="Hex sha256 of the UTF-8 bytes."
     )
     data = models.BinaryField(
-        help_text="UTF-8 bytes, zlib-compressed when `compressed`; a zstd delta when `base`."
+        help_text="UTF-8 bytes, compressed (zstd, or zlib) when `compressed`; a zstd delta "
+        "when `base`."
     )
     size = models.PositiveBigIntegerField(help_text="Length of the UTF-8 bytes.")
     chars = models.PositiveBigIntegerField(help_text="Length of the text in characters.")
@@ -122,8 +126,8 @@ class Blob(models.Model):
     @staticmethod
     def pack(raw: bytes) -> tuple[bytes, bool]:
         """The bytes to store for ``raw`` as a full copy and whether they are compressed."""
-        if len(raw) > COMPRESS_OVER_BYTES:
-            packed = zlib.compress(raw, 1)
+        if len(raw) >= COMPRESS_FROM_BYTES:
+            packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=False).compress(raw)
             if len(packed) < len(raw):
                 return packed, True
         return raw, False
@@ -138,21 +142,25 @@ class Blob(models.Model):
             base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
         )
         packed = zstandard.ZstdCompressor(
-            level=DELTA_LEVEL, dict_data=dictionary, write_checksum=False, write_dict_id=False
+            level=ZSTD_LEVEL, dict_data=dictionary, write_checksum=False, write_dict_id=False
         ).compress(raw)
         return packed if len(packed) <= len(raw) // 2 else None
 
     @staticmethod
     def unpack(data: bytes | memoryview, compressed: bool, base_raw: bytes | None = None) -> bytes:
         """The UTF-8 bytes of stored ``data``: a delta against ``base_raw`` when given, else a
-        full copy (zlib-compressed when ``compressed``)."""
+        full copy (zstd- or zlib-compressed when ``compressed``)."""
         data = bytes(data)
         if base_raw is not None:
             dictionary = zstandard.ZstdCompressionDict(
                 base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
             )
             return zstandard.ZstdDecompressor(dict_data=dictionary).decompress(data)
-        return zlib.decompress(data) if compressed else data
+        if not compressed:
+            return data
+        if data[:4] == ZSTD_MAGIC:
+            return zstandard.ZstdDecompressor().decompress(data)
+        return zlib.decompress(data)
 
 
 class App(models.Model):

@@ -1,9 +1,33 @@
 """Delta storage (SPEC §18): a blob may be a zstd delta against a full copy of an earlier version
 of its artifact (``base``; ``chain`` counts the versions since that full copy, at most 15).
-Existing blobs stay full copies; 0010 re-packs them."""
+Existing blobs stay full copies; 0010 re-packs them.
+
+On PostgreSQL a row stays in the table's own pages up to 8 KB (``toast_tuple_target``): full
+copies are zstd-compressed by then, so moving them out to TOAST would only add a second read and
+the TOAST table's own pages; larger ones still go there (with lz4, 0005)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
+
+
+def keep_rows_inline(apps, schema_editor):
+    _toast_target(apps, schema_editor, "8160")
+
+
+def default_toast(apps, schema_editor):
+    _toast_target(apps, schema_editor, None)
+
+
+def _toast_target(apps, schema_editor, value):
+    connection = schema_editor.connection
+    if connection.vendor != "postgresql":
+        return
+    table = connection.ops.quote_name(apps.get_model("versions", "Blob")._meta.db_table)
+    with connection.cursor() as cursor:
+        if value is None:
+            cursor.execute(f"ALTER TABLE {table} RESET (toast_tuple_target)")
+        else:
+            cursor.execute(f"ALTER TABLE {table} SET (toast_tuple_target = {value})")
 
 
 class Migration(migrations.Migration):
@@ -64,4 +88,5 @@ class Migration(migrations.Migration):
                 name="blob_delta_chain",
             ),
         ),
+        migrations.RunPython(keep_rows_inline, default_toast, elidable=False),
     ]

@@ -12,7 +12,9 @@ from django.db import migrations
 def repack(apps, schema_editor):
     from versions import services
 
-    models = tuple(apps.get_model("versions", name) for name in ("Artifact", "Blob", "RestorePoint"))
+    models = tuple(
+        apps.get_model("versions", name) for name in ("Artifact", "Blob", "RestorePoint")
+    )
     services.repack_blobs(models=models)
 
 
