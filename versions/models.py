@@ -8,7 +8,10 @@ re-points.
 
 from __future__ import annotations
 
+import threading
 import zlib
+from collections import OrderedDict
+from collections.abc import Callable
 
 import zstandard
 from django.conf import settings
@@ -45,6 +48,65 @@ DELTA_MIN_BYTES = 512
 # zstd's default level: a one-line edit of a 28 KB stylesheet takes about 40 bytes, the
 # stylesheet itself 3.6 KB (zlib's fastest level: 4.2 KB, slower to read).
 ZSTD_LEVEL = 3
+
+
+# Per thread, the full copies deltas were last read or written against, with their zstd
+# dictionaries: blobs never change, so a cached one is never stale, and a busy artifact's next
+# write or read skips decompressing its full copy and loading the dictionary.
+_BASES_KEPT = 16
+_BASES_MAX_BYTES = 16 * 1024 * 1024
+
+
+class _Base:
+    """A full copy's bytes, with a compressor and a decompressor using them as dictionary."""
+
+    __slots__ = ("_compressor", "_decompressor", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._compressor: zstandard.ZstdCompressor | None = None
+        self._decompressor: zstandard.ZstdDecompressor | None = None
+
+    def _dictionary(self) -> zstandard.ZstdCompressionDict:
+        return zstandard.ZstdCompressionDict(self.raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+    def compress(self, raw: bytes) -> bytes:
+        if self._compressor is None:
+            self._compressor = zstandard.ZstdCompressor(
+                level=ZSTD_LEVEL,
+                dict_data=self._dictionary(),
+                write_checksum=False,
+                write_dict_id=False,
+            )
+        return self._compressor.compress(raw)
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._decompressor is None:
+            self._decompressor = zstandard.ZstdDecompressor(dict_data=self._dictionary())
+        return self._decompressor.decompress(data)
+
+
+class _Bases(threading.local):
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, _Base] = OrderedDict()
+        self.size = 0
+
+    def get(self, sha: str, load: Callable[[], bytes]) -> _Base:
+        entry = self.entries.get(sha)
+        if entry is not None:
+            self.entries.move_to_end(sha)
+            return entry
+        entry = self.entries[sha] = _Base(load())
+        self.size += len(entry.raw)
+        while len(self.entries) > _BASES_KEPT or (
+            self.size > _BASES_MAX_BYTES and len(self.entries) > 1
+        ):
+            _, dropped = self.entries.popitem(last=False)
+            self.size -= len(dropped.raw)
+        return entry
+
+
+_bases = _Bases()
 
 
 class BlobQuerySet(models.QuerySet["Blob"]):
@@ -115,8 +177,9 @@ class Blob(models.Model):
     @property
     def raw(self) -> bytes:
         """The stored UTF-8 bytes, decompressed (a delta's base comes with it: see objects)."""
-        base = self.base.raw if self.base_id is not None else None  # type: ignore[union-attr]
-        return Blob.unpack(self.data, self.compressed, base)
+        if self.base_id is not None:
+            return Blob.unpack_delta(self.data, self.base_id, lambda: self.base.raw)  # type: ignore[union-attr]
+        return Blob.unpack(self.data, self.compressed)
 
     @property
     def text(self) -> str:
@@ -133,29 +196,35 @@ class Blob(models.Model):
         return raw, False
 
     @staticmethod
-    def pack_delta(raw: bytes, base_raw: bytes) -> bytes | None:
-        """``raw`` as a zstd frame with ``base_raw`` as its raw-content dictionary, or None
-        when a delta would not save at least half of the bytes (store a full copy)."""
+    def pack_delta(raw: bytes, base_sha: str, base_raw: bytes) -> bytes | None:
+        """``raw`` as a zstd frame with full copy ``base_sha`` (bytes ``base_raw``) as its
+        raw-content dictionary, or None when a delta would not save at least half of the
+        bytes (store a full copy)."""
         if len(raw) < DELTA_MIN_BYTES or len(base_raw) < DELTA_MIN_BYTES:
             return None
-        dictionary = zstandard.ZstdCompressionDict(
-            base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
-        )
-        packed = zstandard.ZstdCompressor(
-            level=ZSTD_LEVEL, dict_data=dictionary, write_checksum=False, write_dict_id=False
-        ).compress(raw)
+        packed = _bases.get(base_sha, lambda: base_raw).compress(raw)
         return packed if len(packed) <= len(raw) // 2 else None
 
     @staticmethod
-    def unpack(data: bytes | memoryview, compressed: bool, base_raw: bytes | None = None) -> bytes:
-        """The UTF-8 bytes of stored ``data``: a delta against ``base_raw`` when given, else a
-        full copy (zstd- or zlib-compressed when ``compressed``)."""
+    def unpack_delta(
+        data: bytes | memoryview, base_sha: str, base_raw: bytes | Callable[[], bytes]
+    ) -> bytes:
+        """The UTF-8 bytes of a delta against full copy ``base_sha``, whose bytes are
+        ``base_raw`` (or what it returns: called only when they are not at hand already)."""
+        load = base_raw if callable(base_raw) else (lambda: base_raw)
+        return _bases.get(base_sha, load).decompress(bytes(data))
+
+    @staticmethod
+    def full_copy(sha: str, data: bytes | memoryview, compressed: bool) -> bytes:
+        """The UTF-8 bytes of full copy ``sha`` (stored ``data``), kept at hand for the deltas
+        against it that are likely to follow."""
+        return _bases.get(sha, lambda: Blob.unpack(data, compressed)).raw
+
+    @staticmethod
+    def unpack(data: bytes | memoryview, compressed: bool) -> bytes:
+        """The UTF-8 bytes of a full copy's stored ``data`` (zstd- or zlib-compressed when
+        ``compressed``)."""
         data = bytes(data)
-        if base_raw is not None:
-            dictionary = zstandard.ZstdCompressionDict(
-                base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
-            )
-            return zstandard.ZstdDecompressor(dict_data=dictionary).decompress(data)
         if not compressed:
             return data
         if data[:4] == ZSTD_MAGIC:

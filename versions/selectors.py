@@ -197,7 +197,9 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
         sources.update((sha, future.result()) for sha, future in futures)
     else:
         sources.update((sha, _raw(data, True)) for sha, data in packed)
-    sources.update((sha, Blob.unpack(data, False, sources[base])) for sha, data, base in deltas)
+    sources.update(
+        (sha, Blob.unpack_delta(data, base, sources[base])) for sha, data, base in deltas
+    )
     return sources
 
 

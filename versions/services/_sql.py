@@ -365,8 +365,9 @@ def read_blob(sha: str) -> bytes:
     data, compressed, base_id, base_data, base_compressed = _run(
         "blob", [sha], fetch=True, binary=True
     )
-    base_raw = Blob.unpack(base_data, base_compressed) if base_id is not None else None
-    return Blob.unpack(data, compressed, base_raw)
+    if base_id is None:
+        return Blob.unpack(data, compressed)
+    return Blob.unpack_delta(data, base_id, Blob.full_copy(base_id, base_data, base_compressed))
 
 
 def insert_blob(

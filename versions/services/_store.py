@@ -46,10 +46,10 @@ def read_with_base(
     """The bytes of blob ``sha`` from its row (and its base's, read in the same statement),
     and the full copy its artifact's next version may be a delta against."""
     if base_id is None:
-        raw = Blob.unpack(data, compressed)
+        raw = Blob.full_copy(sha, data, compressed)
         return raw, DeltaBase(sha, 0, raw)
-    base_raw = Blob.unpack(base_data, bool(base_compressed))
-    return Blob.unpack(data, compressed, base_raw), DeltaBase(base_id, chain, base_raw)
+    base_raw = Blob.full_copy(base_id, base_data, bool(base_compressed))
+    return Blob.unpack_delta(data, base_id, base_raw), DeltaBase(base_id, chain, base_raw)
 
 
 def pack_after(raw: bytes, base: DeltaBase | None) -> tuple[bytes, bool, str | None, int]:
@@ -57,7 +57,7 @@ def pack_after(raw: bytes, base: DeltaBase | None) -> tuple[bytes, bool, str | N
     chain)``, a delta against ``base`` while the chain is short and the delta small, else a
     full copy."""
     if base is not None and base.chain < CHAIN_MAX:
-        delta = Blob.pack_delta(raw, base.raw)
+        delta = Blob.pack_delta(raw, base.sha, base.raw)
         if delta is not None:
             return delta, False, base.sha, base.chain + 1
     data, compressed = Blob.pack(raw)
@@ -217,7 +217,7 @@ def _repack_artifact(
             packed, _, base_id, chain = pack_after(row.raw, key)
             if (
                 base_id is not None
-                and Blob.unpack(packed, False, key.raw) == row.raw
+                and Blob.unpack_delta(packed, key.sha, key.raw) == row.raw
                 and _rewrite(blob_model, artifact_model, sha, packed, base_id, chain)
             ):
                 result.repacked += 1
@@ -251,7 +251,7 @@ def _blob_rows(blob_model: Any, shas: list[str]) -> dict[str, _Row]:
     }
     rows = {}
     for sha, data, _compressed, base_id, chain in found:
-        raw = full[sha] if base_id is None else Blob.unpack(data, False, full[base_id])
+        raw = full[sha] if base_id is None else Blob.unpack_delta(data, base_id, full[base_id])
         rows[sha] = _Row(raw, base_id, chain, len(data))
     return rows
 
