@@ -268,6 +268,12 @@ def bulk_fill(apps: int) -> float:
             shas = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
             for text, sha in zip(texts, shas, strict=True):
                 blobs.append((sha, text.encode(), len(text), len(text), False, now, None, 0))
+        # Full copies; before delta storage the table had no base and chain (runs on both).
+        blob_columns = ["sha256", "data", "size", "chars", "compressed", "created_on"]
+        if any(f.name == "base" for f in Blob._meta.get_fields()):
+            blob_columns += ["base_id", "chain"]
+        else:
+            blobs = [row[:6] for row in blobs]
             for a in range(BULK_ARTIFACTS):
                 artifacts.append(
                     (
@@ -316,11 +322,7 @@ def bulk_fill(apps: int) -> float:
                             False,
                         )
                     )
-        _copy(
-            Blob,
-            ["sha256", "data", "size", "chars", "compressed", "created_on", "base_id", "chain"],
-            blobs,
-        )
+        _copy(Blob, blob_columns, blobs)
         _copy(
             Artifact,
             [

@@ -187,9 +187,12 @@ def _sql(vendor: str) -> dict[str, str]:
         # One statement: a blob goes only if, at that moment, nothing references it. The full
         # copies the candidates are deltas against are candidates too; one goes only if every
         # delta that needs it goes with it (a delta is never a base: chains are one deep).
+        # (The candidates and their bases are one list, found on the primary key: an OR of
+        # the two would have the planner scan the tables.)
         "sweep": (
-            f"DELETE FROM {blob} WHERE (sha256 IN ({{ids}}) OR sha256 IN (SELECT c.base_id "
-            f"FROM {blob} AS c WHERE c.sha256 IN ({{ids}}) AND c.base_id IS NOT NULL)) "
+            f"DELETE FROM {blob} WHERE sha256 IN (SELECT c.sha256 FROM {blob} AS c "
+            f"WHERE c.sha256 IN ({{ids}}) UNION SELECT c.base_id FROM {blob} AS c "
+            f"WHERE c.sha256 IN ({{ids}})) "
             f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {blob}.sha256) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {blob}.sha256)"
             f" AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = {blob}.sha256 "
