@@ -268,12 +268,6 @@ def bulk_fill(apps: int) -> float:
             shas = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
             for text, sha in zip(texts, shas, strict=True):
                 blobs.append((sha, text.encode(), len(text), len(text), False, now, None, 0))
-        # Full copies; before delta storage the table had no base and chain (runs on both).
-        blob_columns = ["sha256", "data", "size", "chars", "compressed", "created_on"]
-        if any(f.name == "base" for f in Blob._meta.get_fields()):
-            blob_columns += ["base_id", "chain"]
-        else:
-            blobs = [row[:6] for row in blobs]
             for a in range(BULK_ARTIFACTS):
                 artifacts.append(
                     (
@@ -322,6 +316,12 @@ def bulk_fill(apps: int) -> float:
                             False,
                         )
                     )
+        # Full copies; before delta storage the table had no base and chain (runs on both).
+        blob_columns = ["sha256", "data", "size", "chars", "compressed", "created_on"]
+        if any(f.name == "base" for f in Blob._meta.get_fields()):
+            blob_columns += ["base_id", "chain"]
+        else:
+            blobs = [row[:6] for row in blobs]
         _copy(Blob, blob_columns, blobs)
         _copy(
             Artifact,
