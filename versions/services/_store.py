@@ -167,16 +167,15 @@ def repack(
     write never stores a delta against a blob that is becoming one. Each delta is checked
     to give back the same bytes before it is written.
     """
-    artifact_model, blob_model, point_model = models or (Artifact, Blob, RestorePoint)
+    chosen: tuple[Any, Any, Any] = models or (Artifact, Blob, RestorePoint)
+    artifact_model, blob_model, point_model = chosen
     result = RepackResult()
-    ids = artifact_model.objects.order_by("pk")
-    if app_id is not None:
-        ids = ids.filter(app_id=app_id)
-    pks = list(
-        ids.values_list("pk", flat=True)[:limit]
-        if limit is not None
-        else ids.values_list("pk", flat=True)
+    wanted = {} if app_id is None else {"app_id": app_id}
+    pks: list[int] = list(
+        artifact_model.objects.filter(**wanted).order_by("pk").values_list("pk", flat=True)
     )
+    if limit is not None:
+        pks = pks[:limit]
     for start in range(0, len(pks), batch):
         with transaction.atomic():
             if connection.vendor == "postgresql":
