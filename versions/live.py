@@ -192,7 +192,7 @@ def _load_table(app_id: int, generation: int) -> RouteTable:
     routes: list[LiveRoute] = []
     rows = (
         Artifact.objects.filter(app_id=app_id, collection=API_ROUTE, deleted=False)
-        .select_related("blob")
+        .select_related("blob__base")
         .order_by("name")
     )
     for artifact in rows:

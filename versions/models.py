@@ -8,8 +8,12 @@ re-points.
 
 from __future__ import annotations
 
+import threading
 import zlib
+from collections import OrderedDict
+from collections.abc import Callable
 
+import zstandard
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -29,8 +33,91 @@ COLLECTION_CHOICES = [
     (SERVER_SCRIPT, "Server script"),
 ]
 
-# Blobs larger than this are stored zlib-compressed; reading still takes one query.
-COMPRESS_OVER_BYTES = 256 * 1024
+# Full copies of at least this size are stored zstd-compressed (older ones zlib-compressed over
+# 256 KB; both read back, told apart by their frame's magic number); reading takes one query.
+COMPRESS_FROM_BYTES = 512
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# Delta storage (SPEC §18): a blob may be a zstd frame compressed with a full copy of an earlier
+# version of its artifact as a raw-content dictionary. Every delta is against a full copy (never
+# against another delta), so reading any source fetches at most two rows in one query and runs
+# one decompression; a full copy at least every CHAIN_MAX + 1 versions bounds how far a delta
+# drifts from its base.
+CHAIN_MAX = 15
+# Smaller sources are stored whole: a delta would save a few bytes for a compression's cost.
+DELTA_MIN_BYTES = 512
+# zstd's default level: a one-line edit of a 28 KB stylesheet takes about 40 bytes, the
+# stylesheet itself 3.6 KB (zlib's fastest level: 4.2 KB, slower to read).
+ZSTD_LEVEL = 3
+
+
+# Per thread, the full copies deltas were last read or written against, with their zstd
+# dictionaries: blobs never change, so a cached one is never stale, and a busy artifact's next
+# write or read skips decompressing its full copy and loading the dictionary.
+_BASES_KEPT = 16
+_BASES_MAX_BYTES = 16 * 1024 * 1024
+
+
+class _Base:
+    """A full copy's bytes, with a compressor and a decompressor using them as dictionary."""
+
+    __slots__ = ("_compressor", "_decompressor", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._compressor: zstandard.ZstdCompressor | None = None
+        self._decompressor: zstandard.ZstdDecompressor | None = None
+
+    def _dictionary(self) -> zstandard.ZstdCompressionDict:
+        return zstandard.ZstdCompressionDict(self.raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+    def compress(self, raw: bytes) -> bytes:
+        if self._compressor is None:
+            self._compressor = zstandard.ZstdCompressor(
+                level=ZSTD_LEVEL,
+                dict_data=self._dictionary(),
+                write_checksum=False,
+                write_dict_id=False,
+            )
+        return self._compressor.compress(raw)
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._decompressor is None:
+            self._decompressor = zstandard.ZstdDecompressor(dict_data=self._dictionary())
+        return self._decompressor.decompress(data)
+
+
+class _Bases(threading.local):
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, _Base] = OrderedDict()
+        self.size = 0
+
+    def get(self, sha: str, load: Callable[[], bytes]) -> _Base:
+        entry = self.entries.get(sha)
+        if entry is not None:
+            self.entries.move_to_end(sha)
+            return entry
+        entry = self.entries[sha] = _Base(load())
+        self.size += len(entry.raw)
+        while len(self.entries) > _BASES_KEPT or (
+            self.size > _BASES_MAX_BYTES and len(self.entries) > 1
+        ):
+            _, dropped = self.entries.popitem(last=False)
+            self.size -= len(dropped.raw)
+        return entry
+
+
+_bases = _Bases()
+
+
+class BlobQuerySet(models.QuerySet["Blob"]):
+    def with_bases(self) -> BlobQuerySet:
+        """Read each delta's base in the same query (the default: reading stays one query)."""
+        return self.select_related("base")
+
+
+class BlobManager(models.Manager["Blob"]):
+    def get_queryset(self) -> BlobQuerySet:
+        return BlobQuerySet(self.model, using=self._db).with_bases()
 
 
 class Blob(models.Model):
@@ -39,18 +126,49 @@ class Blob(models.Model):
     sha256 = models.CharField(
         max_length=64, primary_key=True, help_text="Hex sha256 of the UTF-8 bytes."
     )
-    data = models.BinaryField(help_text="UTF-8 bytes, zlib-compressed when `compressed`.")
+    data = models.BinaryField(
+        help_text="UTF-8 bytes, compressed (zstd, or zlib) when `compressed`; a zstd delta "
+        "when `base`."
+    )
     size = models.PositiveBigIntegerField(help_text="Length of the UTF-8 bytes.")
     chars = models.PositiveBigIntegerField(help_text="Length of the text in characters.")
     compressed = models.BooleanField(default=False)
     created_on = models.DateTimeField(auto_now_add=True)
+    base = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # the ``blob_base`` index below, without PostgreSQL's pattern index
+        help_text="The full copy whose bytes are this blob's zstd dictionary; null for a "
+        "full copy. A blob another delta needs is never swept.",
+    )
+    chain = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="0 for a full copy; n for the n-th version stored as a delta against its "
+        f"base (at most {CHAIN_MAX}: a full copy at least every {CHAIN_MAX + 1} versions).",
+    )
+
+    objects = BlobManager()
 
     class Meta:
         ordering = ["created_on"]
+        # Loading an artifact's or a point's blob reads its base in the same query.
+        base_manager_name = "objects"
         indexes = [
             # Covers the size and length lookups of a restore, so they never read the bytes
             # (SQLite keeps columns after ``data`` behind its overflow pages).
             models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
+            # The sweep's "does a delta still need this full copy?" check.
+            models.Index(fields=["base"], name="blob_base"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(base__isnull=True, chain=0)
+                | Q(base__isnull=False, chain__gte=1, chain__lte=CHAIN_MAX, compressed=False),
+                name="blob_delta_chain",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -58,9 +176,10 @@ class Blob(models.Model):
 
     @property
     def raw(self) -> bytes:
-        """The stored UTF-8 bytes, decompressed."""
-        data = bytes(self.data)
-        return zlib.decompress(data) if self.compressed else data
+        """The stored UTF-8 bytes, decompressed (a delta's base comes with it: see objects)."""
+        if self.base_id is not None:
+            return Blob.unpack_delta(self.data, self.base_id, lambda: self.base.raw)  # type: ignore[union-attr]
+        return Blob.unpack(self.data, self.compressed)
 
     @property
     def text(self) -> str:
@@ -69,12 +188,48 @@ class Blob(models.Model):
 
     @staticmethod
     def pack(raw: bytes) -> tuple[bytes, bool]:
-        """The bytes to store for ``raw`` and whether they are compressed."""
-        if len(raw) > COMPRESS_OVER_BYTES:
-            packed = zlib.compress(raw, 1)
+        """The bytes to store for ``raw`` as a full copy and whether they are compressed."""
+        if len(raw) >= COMPRESS_FROM_BYTES:
+            packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=False).compress(raw)
             if len(packed) < len(raw):
                 return packed, True
         return raw, False
+
+    @staticmethod
+    def pack_delta(raw: bytes, base_sha: str, base_raw: bytes) -> bytes | None:
+        """``raw`` as a zstd frame with full copy ``base_sha`` (bytes ``base_raw``) as its
+        raw-content dictionary, or None when a delta would not save at least half of the
+        bytes (store a full copy)."""
+        if len(raw) < DELTA_MIN_BYTES or len(base_raw) < DELTA_MIN_BYTES:
+            return None
+        packed = _bases.get(base_sha, lambda: base_raw).compress(raw)
+        return packed if len(packed) <= len(raw) // 2 else None
+
+    @staticmethod
+    def unpack_delta(
+        data: bytes | memoryview, base_sha: str, base_raw: bytes | Callable[[], bytes]
+    ) -> bytes:
+        """The UTF-8 bytes of a delta against full copy ``base_sha``, whose bytes are
+        ``base_raw`` (or what it returns: called only when they are not at hand already)."""
+        load = base_raw if callable(base_raw) else (lambda: base_raw)
+        return _bases.get(base_sha, load).decompress(bytes(data))
+
+    @staticmethod
+    def full_copy(sha: str, data: bytes | memoryview, compressed: bool) -> bytes:
+        """The UTF-8 bytes of full copy ``sha`` (stored ``data``), kept at hand for the deltas
+        against it that are likely to follow."""
+        return _bases.get(sha, lambda: Blob.unpack(data, compressed)).raw
+
+    @staticmethod
+    def unpack(data: bytes | memoryview, compressed: bool) -> bytes:
+        """The UTF-8 bytes of a full copy's stored ``data`` (zstd- or zlib-compressed when
+        ``compressed``)."""
+        data = bytes(data)
+        if not compressed:
+            return data
+        if data[:4] == ZSTD_MAGIC:
+            return zstandard.ZstdDecompressor().decompress(data)
+        return zlib.decompress(data)
 
 
 class App(models.Model):

@@ -49,7 +49,7 @@ def read_artifact(app: App, collection: str, name: str) -> dict[str, Any]:
     """One live artifact with its source; NotFound for an unknown or deleted one (the caller
     validated the collection and name)."""
     artifact = (
-        Artifact.objects.select_related("blob")
+        Artifact.objects.select_related("blob__base")
         .filter(app=app, collection=collection, name=name)
         .first()
     )

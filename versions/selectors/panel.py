@@ -234,8 +234,14 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
     shas = set(shas)
     if not shas:
         return {}
-    qs = Blob.objects.filter(sha256__in=shas).values_list("sha256", "data", "compressed")
+    # The blobs and, for deltas, the full copies they need (SPEC §18), in the same query.
+    bases = Blob.objects.filter(sha256__in=shas, base__isnull=False).values("base_id")
+    qs = Blob.objects.filter(Q(sha256__in=shas) | Q(sha256__in=bases)).values_list(
+        "sha256", "data", "compressed", "base_id"
+    )
     rows = _fetch_binary(qs) if connections[qs.db].vendor == "postgresql" else list(qs)
+    deltas = [(sha, data, base) for sha, data, _, base in rows if base is not None]
+    rows = [(sha, data, compressed) for sha, data, compressed, base in rows if base is None]
     packed = [(sha, data) for sha, data, compressed in rows if compressed]
     sources = {sha: _raw(data, False) for sha, data, compressed in rows if not compressed}
     if len(packed) > 1:
@@ -246,6 +252,9 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
         sources.update((sha, future.result()) for sha, future in futures)
     else:
         sources.update((sha, _raw(data, True)) for sha, data in packed)
+    sources.update(
+        (sha, Blob.unpack_delta(data, base, sources[base])) for sha, data, base in deltas
+    )
     return sources
 
 

@@ -19,7 +19,8 @@ outside this package imports a module inside it: everything a caller needs is re
 - ``validation`` — what a name, collection or source must be.
 """
 
-from versions.services._store import sha256_hex
+from versions.services._store import RepackResult, sha256_hex
+from versions.services._store import repack as repack_blobs
 from versions.services.access import (
     MANAGE,
     NAME,
@@ -119,6 +120,8 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "RepackResult",
+    "repack_blobs",
     "PERMISSIONS",
     "REVERT",
     "REVERT_CHANGED_DELETED",

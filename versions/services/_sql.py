@@ -10,7 +10,6 @@ statements the ORM would, with the SQL built once, on the driver's own cursor
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
 from versions.rawsql import execute_first as _execute_first
 from versions.rawsql import execute_later as _execute_later
+from versions.services import _store
 
 
 @dataclass
@@ -39,6 +39,9 @@ class ArtifactRow:
     updated_on: datetime | None
     # Read in the same statement as the lock (None: not read there; use read_blob):
     old_raw: bytes | None = None
+    # The full copy a new version of this artifact may be stored as a delta against, read
+    # with the lock (None: store a full copy).
+    delta_base: _store.DeltaBase | None = None
     # Capture time of the app's newest point (read with the lock; None: none, or not read).
     app_last: datetime | None = None
     # Unpinned points of the app before this write (None: not counted with the lock).
@@ -103,7 +106,7 @@ def _sql(vendor: str) -> dict[str, str]:
     def lock_read(*, grouped: bool) -> str:
         return (
             "SELECT a.id, a.blob_id, a.sha256, a.size, a.deleted, a.updated_on, "
-            "b.sha256, b.data, b.compressed, "
+            "b.sha256, b.data, b.compressed, b.base_id, b.chain, k.data, k.compressed, "
             f"(SELECT p.created_on FROM {point} AS p WHERE p.app_id = a.app_id "
             "ORDER BY p.created_on DESC LIMIT 1)"
             + (
@@ -124,6 +127,7 @@ def _sql(vendor: str) -> dict[str, str]:
                 else ""
             )
             + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
+            f"LEFT JOIN {blob} AS k ON k.sha256 = b.base_id "
             "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
             + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
         )
@@ -180,11 +184,21 @@ def _sql(vendor: str) -> dict[str, str]:
             if vendor == "postgresql"
             else f"UPDATE {change_set} SET pruned = json_insert(pruned{{appends}}) WHERE id = %s"
         ),
-        # One statement: a blob goes only if, at that moment, nothing references it.
+        # One statement: a blob goes only if, at that moment, nothing references it. The full
+        # copies the candidates are deltas against are candidates too; one goes only if every
+        # delta that needs it goes with it (a delta is never a base: chains are one deep).
+        # (The candidates and their bases are one list, found on the primary key: an OR of
+        # the two would have the planner scan the tables.)
         "sweep": (
-            f"DELETE FROM {blob} WHERE sha256 IN ({{ids}}) "
+            f"DELETE FROM {blob} WHERE sha256 IN (SELECT c.sha256 FROM {blob} AS c "
+            f"WHERE c.sha256 IN ({{ids}}) UNION SELECT c.base_id FROM {blob} AS c "
+            f"WHERE c.sha256 IN ({{ids}})) "
             f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {blob}.sha256) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {blob}.sha256)"
+            f" AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = {blob}.sha256 "
+            f"AND (d.sha256 NOT IN ({{ids}}) "
+            f"OR EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = d.sha256) "
+            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = d.sha256)))"
         ),
         # The lock, the current source and (SQLite, where the write lock is already held, so
         # the count cannot go stale) the retention count, in one statement. The blob's sha is
@@ -196,10 +210,14 @@ def _sql(vendor: str) -> dict[str, str]:
             f"SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
             "AND pinned = %s LIMIT %s) AS capped"
         ),
-        "blob": f"SELECT data, compressed FROM {blob} WHERE sha256 = %s",
+        # A blob and, for a delta, the full copy it needs: one query.
+        "blob": (
+            f"SELECT b.data, b.compressed, b.base_id, k.data, k.compressed FROM {blob} AS b "
+            f"LEFT JOIN {blob} AS k ON k.sha256 = b.base_id WHERE b.sha256 = %s"
+        ),
         "insert_blob": (
-            f"INSERT INTO {blob} (sha256, data, size, chars, compressed, created_on) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING"
+            f"INSERT INTO {blob} (sha256, data, size, chars, compressed, created_on, base_id, "
+            "chain) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING"
         ),
         "insert_set": (
             f"INSERT INTO {change_set} (id, app_id, kind, name, created_on, created_by, "
@@ -311,9 +329,9 @@ def lock_and_read(
         return None
     blob_id = row[1]
     old_raw = None
+    delta_base = None
     if blob_id is not None and row[6] == blob_id:
-        data = bytes(row[7])
-        old_raw = zlib.decompress(data) if row[8] else data
+        old_raw, delta_base = _store.read_with_base(blob_id, *row[7:13])
     return ArtifactRow(
         row[0],
         blob_id,
@@ -322,9 +340,10 @@ def lock_and_read(
         bool(row[4]),
         _read_dt(row[5]),
         old_raw,
-        _read_dt(row[9]),
-        row[10],
-        Grouping(run_id, turn, _set_ref(row[11]), _set_ref(row[12]), _read_dt(row[13]))
+        delta_base,
+        _read_dt(row[13]),
+        row[14],
+        Grouping(run_id, turn, _set_ref(row[15]), _set_ref(row[16]), _read_dt(row[17]))
         if grouped
         else None,
     )
@@ -345,17 +364,23 @@ def count_unpinned_later(app_id: int, cap: int) -> Callable[[], int]:
 
 
 def read_blob(sha: str) -> bytes:
-    """The stored bytes of blob ``sha`` (one query)."""
-    data, compressed = _run("blob", [sha], fetch=True, binary=True)
-    data = bytes(data)
-    return zlib.decompress(data) if compressed else data
+    """The stored bytes of blob ``sha`` (one query, a delta's base with it)."""
+    data, compressed, base_id, base_data, base_compressed = _run(
+        "blob", [sha], fetch=True, binary=True
+    )
+    if base_id is None:
+        return Blob.unpack(data, compressed)
+    return Blob.unpack_delta(data, base_id, Blob.full_copy(base_id, base_data, base_compressed))
 
 
-def insert_blob(raw: bytes, sha: str, chars: int, created_on: Any) -> None:
+def insert_blob(
+    raw: bytes, sha: str, chars: int, created_on: Any, base: _store.DeltaBase | None = None
+) -> None:
     """Store ``raw`` under ``sha`` unless that blob is stored already (``created_on``: a
-    :func:`moment`)."""
-    data, compressed = Blob.pack(raw)
-    _run("insert_blob", [sha, data, len(raw), chars, compressed, created_on])
+    :func:`moment`): as a delta against ``base`` (the previous version's full copy) where
+    that saves bytes and keeps the chain bounded, else as a full copy."""
+    data, compressed, base_id, chain = _store.pack_after(raw, base)
+    _run("insert_blob", [sha, data, len(raw), chars, compressed, created_on, base_id, chain])
 
 
 def find_set_by_run(app_id: int, run_id: str) -> tuple[str, bool] | None:
@@ -519,7 +544,8 @@ def append_pruned(additions: dict[str, list[dict]]) -> None:
 
 
 def sweep_blobs(candidates: list[str]) -> int:
-    """Delete the blobs among ``candidates`` that no artifact and no point references."""
+    """Delete the blobs among ``candidates`` that no artifact and no point references, with
+    the full copies that only deltas among them needed."""
     if not candidates:
         return 0
-    return int(_execute(_in("sweep", candidates), candidates))
+    return int(_execute(_in("sweep", candidates), candidates * 3))

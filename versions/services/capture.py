@@ -389,7 +389,7 @@ def _capture_and_write(
     # The write's last statements: at the top level on PostgreSQL, COMMIT travels with them.
     with _batch(collection):
         if sha is not None and source is not None:
-            _sql.insert_blob(raw, sha, len(source), at)
+            _sql.insert_blob(raw, sha, len(source), at, row.delta_base)
         captured = _capture(
             app, row, ms=ms, at=at, old_raw=old_raw, new_raw=raw, new_sha=sha or "", who=who
         )

@@ -1,0 +1,525 @@
+"""Scale: what one app costs with 2,000 other apps in the database, and what history costs
+against git (SPEC §18).
+
+Run: ``.venv/bin/python tests/perf/bench_scale.py`` (DATABASE_URL selects PostgreSQL; the
+benchmark then works in a fresh database of its own, dropped at exit). ``--apps N`` changes
+the number of bulk apps (default 2,000).
+
+In one run, on one database:
+- ``storage_vs_git``: the bytes the blob table grows by (table, TOAST and indexes on
+  PostgreSQL; its pages and its indexes' on SQLite) when one 28 KB stylesheet is written 200
+  times with one-line edits through ``services.write_artifact``, over what ``git gc`` keeps of
+  the same 201 versions, committed one by one with the git binary: its pack and the pack's
+  index, as ours counts the table's indexes (``storage_vs_git_pack``: over the pack alone).
+  The table already holds another artifact's history, so what is counted is what this history
+  adds, not the forks and metapages a table pays once;
+- ``read_vs_full``: reading a source at the end of a delta chain (the 15th delta against its
+  full copy) over reading a full copy of the same size, through the panel's reader
+  (``selectors.blob_sources``, one query);
+- ``page_growth``: the worst, over the apps list, Change sets, Restore points, an expanded set
+  and Since release, of the panel's own view (Django's test Client, a superuser signed in)
+  with 2,000 apps × 100 points of other apps in the database over the same view with none;
+  the measured app is built through the services, the bulk with multi-row INSERTs (COPY on
+  PostgreSQL), then ``ANALYZE``;
+- ``prune_vs_write``: on the big database, a write at the retention limit (it prunes a point)
+  over a write below it.
+Prints its figures last as one line of JSON. Ratios are ours / theirs (or big / small): lower
+is better.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import setup_django, stylesheet_28kb  # noqa: E402
+
+VERSIONS = 200  # writes after the first: 201 versions
+BULK_POINTS = 100  # points per bulk app
+BULK_ARTIFACTS = 5
+BULK_SETS = 20  # change sets per bulk app (turns of 5 points)
+PAGE_RUNS = 15
+WRITE_RUNS = 60
+
+
+def median_of(func: Callable[[], object], n: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        func()
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        func()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def interleaved(funcs: list[Callable[[int], object]], n: int, rounds: int = 4) -> list[float]:
+    """Median ms of each ``func(i)``, in alternating rounds so load drift hits all alike."""
+    for func in funcs:
+        func(-1)
+    times: list[list[float]] = [[] for _ in funcs]
+    for round_ in range(rounds):
+        for func, out in zip(funcs, times, strict=True):
+            for i in range(n // rounds):
+                start = time.perf_counter()
+                func(round_ * n + i)
+                out.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(t) for t in times]
+
+
+def versions_of(base: str, count: int) -> list[str]:
+    """``count`` versions of ``base``, each one line away from the one before."""
+    lines = base.splitlines(keepends=True)
+    out = ["".join(lines)]
+    for i in range(1, count):
+        at = (i * 37) % len(lines)
+        lines[at] = f".rule-{at}-v{i} {{ padding: {i % 17}px; color: #{i:06x}; }}\n"
+        out.append("".join(lines))
+    return out
+
+
+# --- storage ------------------------------------------------------------------------------------
+
+
+def blob_table_bytes() -> int:
+    """The blob table's size on disk: rows, TOAST and indexes."""
+    from django.db import connection
+
+    from versions.models import Blob
+
+    table = Blob._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+            return int(cursor.fetchone()[0])
+        cursor.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name = %s OR name IN "
+            "(SELECT name FROM sqlite_master WHERE tbl_name = %s AND type = 'index')",
+            [table, table],
+        )
+        return int(cursor.fetchone()[0] or 0)
+
+
+def git_packed_bytes(texts: list[str]) -> tuple[int, int]:
+    """Sizes of the pack ``git gc`` makes of ``texts`` committed one by one, and of its index."""
+    folder = Path(tempfile.mkdtemp(prefix="versions-bench-git-"))
+    try:
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "b",
+            "GIT_AUTHOR_EMAIL": "b@b",
+            "GIT_COMMITTER_NAME": "b",
+            "GIT_COMMITTER_EMAIL": "b@b",
+        }
+
+        def git(*args: str, stdin: bytes | None = None) -> None:
+            subprocess.run(
+                ["git", "-C", str(folder), *args],
+                check=True,
+                env=env,
+                input=stdin,
+                capture_output=True,
+            )
+
+        git("init", "-q")
+        for i, text in enumerate(texts):
+            (folder / "style.css").write_text(text)
+            git("add", "style.css")
+            git("commit", "-q", "--no-verify", "-m", f"v{i}")
+        git("gc", "-q")
+        packs = folder / ".git" / "objects" / "pack"
+        return (
+            sum(p.stat().st_size for p in packs.glob("*.pack")),
+            sum(p.stat().st_size for p in packs.glob("*.idx")),
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure_storage() -> dict[str, Any]:
+    from versions import selectors, services
+    from versions.models import App, Blob
+
+    texts = versions_of(stylesheet_28kb(), VERSIONS + 1)
+    other = App.objects.create(slug="bench-other", name="Other")
+    for text in versions_of(stylesheet_28kb().replace("rule", "other"), 40):
+        services.write_artifact(other, "pltf_stylesheet", "App", text, requested_by="b", tool="b")
+    app = App.objects.create(slug="bench-storage", name="Storage")
+    if_vacuum()
+    before = blob_table_bytes()
+    for text in texts:
+        services.write_artifact(app, "pltf_stylesheet", "App", text, requested_by="b", tool="b")
+    if_vacuum()
+    grown = blob_table_bytes() - before
+    pack, idx = git_packed_bytes(texts)
+    shas = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    if not any(f.name == "chain" for f in Blob._meta.get_fields()):
+        # Before delta storage: every version a full copy; nothing to compare reads with.
+        return {
+            "storage_bytes": grown,
+            "git_bytes": pack + idx,
+            "git_pack_bytes": pack,
+            "storage_vs_git": round(grown / (pack + idx), 2),
+            "storage_vs_git_pack": round(grown / pack, 2),
+            "deltas": 0,
+            "versions": len(texts),
+            "read_delta_ms": None,
+            "read_full_ms": None,
+            "read_vs_full": None,
+            "orm_read_vs_full": None,
+        }
+    rows = dict(Blob.objects.filter(sha256__in=shas).values_list("sha256", "chain"))
+    deltas = sum(1 for s in shas if rows.get(s))
+    # The end of a chain (the 15th delta) and a full copy of the same artifact.
+    end = next(s for s in reversed(shas) if rows.get(s) == 15)
+    full = next(s for s in reversed(shas) if rows.get(s) == 0 and s != end)
+    delta_ms, full_ms = interleaved(
+        [lambda _i: selectors.blob_sources([end]), lambda _i: selectors.blob_sources([full])],
+        n=400,
+    )
+    orm_delta_ms, orm_full_ms = interleaved(
+        [lambda _i: Blob.objects.get(sha256=end).raw, lambda _i: Blob.objects.get(sha256=full).raw],
+        n=400,
+    )
+    return {
+        "storage_bytes": grown,
+        "git_bytes": pack + idx,
+        "git_pack_bytes": pack,
+        "storage_vs_git": round(grown / (pack + idx), 2),
+        "storage_vs_git_pack": round(grown / pack, 2),
+        "deltas": deltas,
+        "versions": len(texts),
+        "read_delta_ms": round(delta_ms, 4),
+        "read_full_ms": round(full_ms, 4),
+        "read_vs_full": round(delta_ms / full_ms, 2),
+        "orm_read_vs_full": round(orm_delta_ms / orm_full_ms, 2),
+    }
+
+
+def if_vacuum() -> None:
+    """Settle the table's size (SQLite: checkpoint the WAL so dbstat sees every page)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+# --- the measured app and the panel's pages -----------------------------------------------------
+
+
+def build_measured_app(slug: str) -> dict[str, str]:
+    """An app of 5 artifacts written 100 times through the services (one set per write), its
+    release at the 20th set; the URLs of the pages to time."""
+    from versions import services
+    from versions.models import App, ChangeSet
+
+    app = App.objects.create(slug=slug, name=slug)
+    texts = {name: versions_of(stylesheet_28kb()[:4096], 21) for name in "abcde"}
+    for i in range(100):
+        name = "abcde"[i % 5]
+        services.write_artifact(
+            app, "pltf_stylesheet", name, texts[name][i // 5], requested_by="b", tool="b"
+        )
+    sets = list(
+        ChangeSet.objects.filter(app=app).order_by("created_on").values_list("id", flat=True)
+    )
+    services.mark_release(sets[19], by="b")
+    base = f"/apps/{slug}/versions/"
+    return {
+        "apps_list": "/",
+        "change_sets": base,
+        "restore_points": f"{base}points/",
+        "expanded_set": f"{base}change-sets/{sets[-1]}/",
+        "since_release": f"{base}since-release/",
+    }
+
+
+def time_pages(client: Any, urls: dict[str, str]) -> dict[str, float]:
+    out = {}
+    for key, url in urls.items():
+
+        def get(url: str = url) -> None:
+            response = client.get(url)
+            assert response.status_code == 200, (url, response.status_code)
+
+        out[key] = median_of(get, PAGE_RUNS)
+    return out
+
+
+def bulk_fill(apps: int) -> float:
+    """Add ``apps`` apps × 100 points (5 artifacts, 20 sets of 5 points) with bulk SQL; the
+    seconds it took."""
+    from django.db import connection, transaction
+
+    from versions import ids
+    from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
+
+    start = time.perf_counter()
+    now = datetime.now(UTC) - timedelta(days=30)
+    with transaction.atomic():
+        App.objects.bulk_create(
+            [App(slug=f"bulk-{i}", name=f"Bulk {i}") for i in range(apps)], batch_size=2000
+        )
+        app_ids = list(
+            App.objects.filter(slug__startswith="bulk-").order_by("pk").values_list("pk", flat=True)
+        )
+        blobs, artifacts, sets, points = [], [], [], []
+        for n, app_id in enumerate(app_ids):
+            texts = [f"/* bulk {n} v{v} */\n" + "p { margin: 0; }\n" * 8 for v in range(21)]
+            shas = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+            for text, sha in zip(texts, shas, strict=True):
+                blobs.append((sha, text.encode(), len(text), len(text), False, now, None, 0))
+            for a in range(BULK_ARTIFACTS):
+                artifacts.append(
+                    (
+                        app_id,
+                        "pltf_stylesheet",
+                        f"a{a}",
+                        shas[20],
+                        shas[20],
+                        len(texts[20]),
+                        False,
+                        None,
+                        None,
+                        now,
+                        "b",
+                    )
+                )
+            for s in range(BULK_SETS):
+                ms = ids.datetime_to_ms(now) + n * 1000 + s * 10
+                first = ids.point_id(ms)
+                set_id = ids.change_set_id(first)
+                at = ids.ms_to_datetime(ms)
+                sets.append((set_id, app_id, "change", "", at, "b", None, None, "", f"t{s}", "[]"))
+                for a in range(BULK_ARTIFACTS):
+                    pid = first if a == 0 else ids.point_id(ms + a)
+                    points.append(
+                        (
+                            pid,
+                            app_id,
+                            (n, a),
+                            "capture",
+                            shas[s],
+                            shas[s],
+                            len(texts[s]),
+                            True,
+                            True,
+                            shas[s + 1],
+                            "b",
+                            "b",
+                            ids.ms_to_datetime(ms + a),
+                            1,
+                            1,
+                            "",
+                            f"t{s}",
+                            "",
+                            set_id,
+                            False,
+                        )
+                    )
+        # Full copies; before delta storage the table had no base and chain (runs on both).
+        blob_columns = ["sha256", "data", "size", "chars", "compressed", "created_on"]
+        if any(f.name == "base" for f in Blob._meta.get_fields()):
+            blob_columns += ["base_id", "chain"]
+        else:
+            blobs = [row[:6] for row in blobs]
+        _copy(Blob, blob_columns, blobs)
+        _copy(
+            Artifact,
+            [
+                "app_id",
+                "collection",
+                "name",
+                "blob_id",
+                "sha256",
+                "size",
+                "deleted",
+                "route_key",
+                "pruned_until",
+                "updated_on",
+                "updated_by",
+            ],
+            artifacts,
+        )
+        art_ids = {
+            (app_id, name): pk
+            for pk, app_id, name in Artifact.objects.filter(app_id__in=app_ids).values_list(
+                "pk", "app_id", "name"
+            )
+        }
+        _copy(
+            ChangeSet,
+            [
+                "id",
+                "app_id",
+                "kind",
+                "name",
+                "created_on",
+                "created_by",
+                "restored_from_id",
+                "receipt",
+                "run_id",
+                "turn_id",
+                "pruned",
+            ],
+            sets,
+        )
+        points = [(p[0], p[1], art_ids[(p[1], f"a{p[2][1]}")], *p[3:]) for p in points]
+        _copy(
+            RestorePoint,
+            [
+                "id",
+                "app_id",
+                "artifact_id",
+                "kind",
+                "previous_blob_id",
+                "previous_sha256",
+                "previous_size",
+                "previous_existed",
+                "source_stored",
+                "new_sha256",
+                "requested_by",
+                "tool",
+                "created_on",
+                "lines_added",
+                "lines_removed",
+                "run_id",
+                "turn_id",
+                "name",
+                "change_set_id",
+                "pinned",
+            ],
+            points,
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return time.perf_counter() - start
+
+
+def _copy(model: Any, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows``: COPY on PostgreSQL, multi-row INSERTs elsewhere."""
+    from django.db import connection
+
+    table = connection.ops.quote_name(model._meta.db_table)
+    cols = ", ".join(connection.ops.quote_name(c) for c in columns)
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        raw = connection.connection
+        with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    per = max(1, 999 // len(columns))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
+            params = [
+                connection.ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v
+                for row in chunk
+                for v in row
+            ]
+            cursor.execute(f"INSERT INTO {table} ({cols}) VALUES {values}", params)  # noqa: S608
+
+
+def write_cost(slug_below: str, slug_limit: str) -> tuple[float, float]:
+    """A write below the retention limit and one at it (which prunes a point): median ms."""
+    from django.conf import settings
+
+    from versions import services
+    from versions.models import App, RestorePoint
+
+    keep = int(getattr(settings, "VERSIONS_POINTS_PER_APP", 200))
+    base = stylesheet_28kb()
+    below = App.objects.create(slug=slug_below, name="below")
+    limit = App.objects.create(slug=slug_limit, name="limit")
+
+    def writer(app: Any, tag: str) -> Callable[[int], None]:
+        def write(i: int) -> None:
+            text = base.replace(".rule-5 {", f".rule-5-{tag}{i} {{", 1)
+            services.write_artifact(app, "pltf_stylesheet", "App", text, requested_by="b", tool="b")
+
+        return write
+
+    write_limit = writer(limit, "l")
+    i = 0
+    while RestorePoint.objects.filter(app=limit).count() < keep:
+        write_limit(100_000 + i)
+        i += 1
+    below_ms, limit_ms = interleaved([writer(below, "b"), write_limit], n=WRITE_RUNS)
+    assert RestorePoint.objects.filter(app=below).count() < keep
+    return below_ms, limit_ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--apps", type=int, default=2000)
+    args = parser.parse_args()
+    vendor = setup_django()
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    from django.conf import settings
+
+    settings.ALLOWED_HOSTS = ["*"]
+    user = get_user_model().objects.create_superuser("bench", "b@b.b", "pw")
+    client = Client()
+    client.force_login(user)
+
+    storage = measure_storage()
+    print(
+        f"database: {vendor}; storage: {storage['storage_bytes']} bytes for "
+        f"{storage['versions']} versions ({storage['deltas']} deltas), git gc: "
+        f"{storage['git_bytes']} bytes; read at a chain's end {storage['read_delta_ms']} ms, "
+        f"a full copy {storage['read_full_ms']} ms"
+    )
+
+    urls = build_measured_app("measured")
+    small = time_pages(client, urls)
+    print("small database:", {k: round(v, 2) for k, v in small.items()})
+    seconds = bulk_fill(args.apps)
+    print(f"bulk: {args.apps} apps × {BULK_POINTS} points in {seconds:.0f} s")
+    big = time_pages(client, urls)
+    print("big database:", {k: round(v, 2) for k, v in big.items()})
+    growth = {k: big[k] / small[k] for k in urls}
+    below_ms, limit_ms = write_cost("write-below", "write-limit")
+    print(f"write below the limit {below_ms:.2f} ms, at the limit {limit_ms:.2f} ms")
+    print(
+        json.dumps(
+            {
+                "bench": "scale",
+                "db": vendor,
+                "apps": args.apps,
+                "points_per_app": BULK_POINTS,
+                "bulk_seconds": round(seconds, 1),
+                **storage,
+                "pages_small_ms": {k: round(v, 2) for k, v in small.items()},
+                "pages_big_ms": {k: round(v, 2) for k, v in big.items()},
+                "page_growth_by_page": {k: round(v, 2) for k, v in growth.items()},
+                "page_growth": round(max(growth.values()), 2),
+                "write_below_ms": round(below_ms, 3),
+                "write_at_limit_ms": round(limit_ms, 3),
+                "prune_vs_write": round(limit_ms / below_ms, 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
