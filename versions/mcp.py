@@ -29,7 +29,6 @@ from pydantic import Field
 
 from versions import ids, selectors, services
 from versions.errors import InvalidInput, PreflightFailed, StaleWrite, VersionsError
-from versions.models import App
 
 logger = logging.getLogger("versions.mcp")
 
@@ -141,7 +140,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """The run a write joins: the client's, else the session's unless it names its turn."""
         return run_id if run_id or turn_id else session_run_id
 
-    def authorise(action: str = services.VIEW) -> tuple[services.Actor, App]:
+    def authorise(action: str = services.VIEW) -> tuple[services.Actor, Any]:
         """The token's actor (checked on every call: revoking it stops the session) and the
         app, as the services let it reach it."""
         actor = services.authenticate_token(token)

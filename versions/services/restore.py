@@ -462,7 +462,8 @@ def _check_routes(
     written_pks = [a.pk for _, a in writes]
     taken: dict[str, str] = {
         key: name
-        for key, name in Artifact.objects.filter(app=app, deleted=False, route_key__isnull=False)
+        for key, name in Artifact.objects.live()
+        .filter(app=app, route_key__isnull=False)
         .exclude(pk__in=written_pks)
         .values_list("route_key", "name")
         if key
