@@ -36,6 +36,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so every answer under /apps/<slug>/ is sandboxed: Django's 404s and redirects
+    # too (SPEC §17).
+    "versions.live.sandbox_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -47,6 +50,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # A route asked with a method it does not take answers the API's JSON error, not HTML.
     "versions.api.json_method_not_allowed",
+    # A database error under /api/v1/ answers the API's JSON (503), not Django's HTML 500.
+    "versions.api_guard.DatabaseUnavailableAsJson",
 ]
 
 ROOT_URLCONF = "versions_site.urls"
