@@ -7,6 +7,7 @@ production, an embedded SQLite file otherwise), ``DJANGO_SECRET_KEY``, ``DJANGO_
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -32,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",  # only for the API docs page's Swagger UI, served from our static files
+    "axes",  # sign-in throttling (SPEC §17)
     "versions",
 ]
 
@@ -52,6 +54,8 @@ MIDDLEWARE = [
     "versions.api.json_method_not_allowed",
     # A database error under /api/v1/ answers the API's JSON (503), not Django's HTML 500.
     "versions.api_guard.DatabaseUnavailableAsJson",
+    # Last: turns a sign-in refused for too many failures into the lock-out page in words.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "versions_site.urls"
@@ -109,6 +113,31 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("VERSIONS_TEST_SQLITE_NAME")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Axes first: it refuses a sign-in while the account or address is locked, before any password
+# is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling (SPEC §17), per account and per address: after AXES_FAILURE_LIMIT failures
+# within the lock time, sign-in pauses for that long, and each try during the pause restarts it.
+# The attempts live in the database, so the count holds across gunicorn workers and servers.
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = int(os.environ.get("VERSIONS_SIGNIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("VERSIONS_SIGNIN_LOCK_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+# A success does not wipe the count: an attacker with an account of their own could otherwise
+# reset their address's failures between guesses.
+AXES_RESET_ON_SUCCESS = False
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failure, readable in the admin
+AXES_LOCKOUT_CALLABLE = "versions.views.signin.signin_locked"
+AXES_CLIENT_IP_CALLABLE = "versions.views.signin.client_address"
+AXES_VERBOSE = False
+# Behind N reverse proxies that each append to X-Forwarded-For, failures are counted by the
+# address the outermost proxy saw; 0 (direct) counts by the connecting address.
+VERSIONS_PROXY_COUNT = int(os.environ.get("VERSIONS_PROXY_COUNT", "0"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
