@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from versions import services
 from versions.errors import VersionsError
 from versions.models import (
+    AgentToken,
     App,
     Artifact,
     AuditEvent,
@@ -132,3 +133,58 @@ class ReleaseMarkAdmin(ReadOnlyAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["app", "kind", "change_set_ref", "by", "on"]
     list_filter = ["kind", "app"]
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    """Agent tokens: listed with their state and last use, revoked here (an action). Tokens are
+    made by ``create_agent_token``, which shows the token once; the admin never holds one."""
+
+    list_display = [
+        "id",
+        "prefix",
+        "user",
+        "app_slugs",
+        "token_status",
+        "created_on",
+        "expires_on",
+        "last_used_on",
+        "label",
+    ]
+    list_filter = ["revoked", "user"]
+    search_fields = ["prefix", "label", "user__username"]
+    readonly_fields = [
+        "user",
+        "apps",
+        "key_hash",
+        "prefix",
+        "label",
+        "created_on",
+        "expires_on",
+        "last_used_on",
+        "revoked",
+    ]
+    actions = ["revoke_selected"]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("user").prefetch_related("apps")
+
+    @admin.display(description="apps")
+    def app_slugs(self, obj: AgentToken) -> str:
+        return ", ".join(sorted(app.slug for app in obj.apps.all()))
+
+    @admin.display(description="status")
+    def token_status(self, obj: AgentToken) -> str:
+        return obj.status()
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: Any) -> None:
+        for row in queryset:
+            _row, words = services.revoke_agent_token(str(row.pk))
+            messages.info(request, words)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
