@@ -11,14 +11,34 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+_DEVELOPMENT_KEY = "dev-only-insecure-key-change-me-in-production"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or _DEVELOPMENT_KEY
 ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h.strip()
+    h.strip()
+    for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*" if DEBUG else "").split(",")
+    if h.strip()
 ]
+# Production (DJANGO_DEBUG=0) refuses to start unsafe (SPEC §17): on the public development key
+# anyone could sign session cookies, and with any Host accepted the site would build its links
+# (and password-reset mails) from whatever Host a request claims.
+NO_SECRET_KEY = (
+    "DJANGO_DEBUG=0 needs a secret key of its own: set DJANGO_SECRET_KEY to a long random "
+    "value (python -c 'import secrets; print(secrets.token_urlsafe(50))'). The server did not "
+    "start, because the development key is public."
+)
+HOSTS_NOT_NAMED = (
+    "DJANGO_DEBUG=0 needs the host names the site answers to: set DJANGO_ALLOWED_HOSTS to them, "
+    "comma-separated (e.g. versions.example.com), never “*”. The server did not start."
+)
+if not DEBUG and SECRET_KEY == _DEVELOPMENT_KEY:
+    raise ImproperlyConfigured(NO_SECRET_KEY)
+if not DEBUG and (not ALLOWED_HOSTS or "*" in ALLOWED_HOSTS):
+    raise ImproperlyConfigured(HOSTS_NOT_NAMED)
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
@@ -143,6 +163,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+
+# Behind HTTPS (VERSIONS_HTTPS=1): cookies only over HTTPS, HSTS, and plain HTTP redirected.
+# Behind a proxy that ends TLS, VERSIONS_TRUST_X_FORWARDED_PROTO=1 lets the proxy's
+# X-Forwarded-Proto say a request came over HTTPS (only when the proxy sets it on every request).
+VERSIONS_HTTPS = os.environ.get("VERSIONS_HTTPS", "0") == "1"
+if VERSIONS_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("VERSIONS_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("VERSIONS_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+    # Asking browsers to hard-code HTTPS for the domain is hard to undo: an explicit choice.
+    SECURE_HSTS_PRELOAD = os.environ.get("VERSIONS_HSTS_PRELOAD", "0") == "1"
+if os.environ.get("VERSIONS_TRUST_X_FORWARDED_PROTO", "0") == "1":
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # A refused CSRF check explains itself in the panel's words instead of Django's debug page.
 CSRF_FAILURE_VIEW = "versions.views._common.csrf_failure"
