@@ -64,6 +64,7 @@ def servers():
         **os.environ,
         "DATABASE_URL": database_url(),
         "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "several-servers-test-" + "k" * 50,  # production needs its own key
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
     }
     procs, bases = [], []

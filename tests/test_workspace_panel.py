@@ -108,7 +108,8 @@ def repo(tmp_path: Path, settings) -> Path:
 @pytest.fixture
 def phase(repo: Path) -> dict[str, bytes]:
     """The tree before the phase; the phase is then run and tracked."""
-    before = snapshot(repo)
+    ChangesTracker(repo / LOG, PHASE)  # first gitignores .rollback/ (SPEC §17), which stays
+    before = snapshot(repo, ignore=(LOG,))
     run_phase(repo)
     return before
 

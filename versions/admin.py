@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from versions import services
 from versions.errors import VersionsError
 from versions.models import (
+    AgentToken,
     App,
     AppMembership,
     Artifact,
@@ -175,3 +176,58 @@ class AppMembershipAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # One at a time, through the service: a bulk delete could remove an app's last owner.
         return obj is not None and super().has_delete_permission(request, obj)
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    """Agent tokens: listed with their state and last use, revoked here (an action). Tokens are
+    made by ``create_agent_token``, which shows the token once; the admin never holds one."""
+
+    list_display = [
+        "id",
+        "prefix",
+        "user",
+        "app_slugs",
+        "token_status",
+        "created_on",
+        "expires_on",
+        "last_used_on",
+        "label",
+    ]
+    list_filter = ["revoked", "user"]
+    search_fields = ["prefix", "label", "user__username"]
+    readonly_fields = [
+        "user",
+        "apps",
+        "key_hash",
+        "prefix",
+        "label",
+        "created_on",
+        "expires_on",
+        "last_used_on",
+        "revoked",
+    ]
+    actions = ["revoke_selected"]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("user").prefetch_related("apps")
+
+    @admin.display(description="apps")
+    def app_slugs(self, obj: AgentToken) -> str:
+        return ", ".join(sorted(app.slug for app in obj.apps.all()))
+
+    @admin.display(description="status")
+    def token_status(self, obj: AgentToken) -> str:
+        return obj.status()
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: Any) -> None:
+        for row in queryset:
+            _row, words = services.revoke_agent_token(str(row.pk))
+            messages.info(request, words)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -64,6 +64,29 @@ def _sandboxed(response: HttpResponse) -> HttpResponse:
     return response
 
 
+# Paths of the live app: /apps/<slug> and everything under it but the panel's own pages.
+_LIVE_PATH = re.compile(r"^/apps/[^/]+(?:/|$)")
+
+
+def _is_panel_view(request: HttpRequest) -> bool:
+    match = getattr(request, "resolver_match", None)
+    return match is not None and not match.func.__module__.startswith(__name__)
+
+
+def sandbox_middleware(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[..., Any]:
+    """Middleware: every answer under ``/apps/<slug>/`` that the panel did not make carries the
+    sandbox — Django's own 404s (``/p/``, ``/assets/x.txt``, ``/other``), the 301 that adds a
+    slash to ``/apps/<slug>``, a 500 — not only the live views' own answers."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if _LIVE_PATH.match(request.path_info) and not _is_panel_view(request):
+            _sandboxed(response)
+        return response
+
+    return middleware
+
+
 def _live_reads(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A live page or asset: GET and HEAD only, and every answer sandboxed — a 405 too."""
     reads_only = require_http_methods(["GET", "HEAD"])(view)

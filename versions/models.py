@@ -12,11 +12,13 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import datetime
 
 import zstandard
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 # Collections of an app's artifacts (SPEC §2).
 PAGE = "pltf_page"
@@ -534,7 +536,15 @@ class AgentToken(models.Model):
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise it.")
     label = models.CharField(max_length=200, blank=True)
     created_on = models.DateTimeField(auto_now_add=True)
-    last_used_on = models.DateTimeField(null=True, blank=True)
+    last_used_on = models.DateTimeField(
+        null=True, blank=True, help_text="When the token last authenticated (to the minute)."
+    )
+    expires_on = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="After this the token authenticates nothing; empty for tokens made before "
+        "tokens expired.",
+    )
     revoked = models.BooleanField(default=False)
 
     class Meta:
@@ -542,6 +552,14 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+    def status(self, now: datetime | None = None) -> str:
+        """``revoked``, ``expired`` or ``active``."""
+        if self.revoked:
+            return "revoked"
+        if self.expires_on is not None and self.expires_on <= (now or timezone.now()):
+            return "expired"
+        return "active"
 
 
 class AppMembership(models.Model):

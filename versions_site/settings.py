@@ -7,17 +7,38 @@ production, an embedded SQLite file otherwise), ``DJANGO_SECRET_KEY``, ``DJANGO_
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+_DEVELOPMENT_KEY = "dev-only-insecure-key-change-me-in-production"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or _DEVELOPMENT_KEY
 ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h.strip()
+    h.strip()
+    for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*" if DEBUG else "").split(",")
+    if h.strip()
 ]
+# Production (DJANGO_DEBUG=0) refuses to start unsafe (SPEC §17): on the public development key
+# anyone could sign session cookies, and with any Host accepted the site would build its links
+# (and password-reset mails) from whatever Host a request claims.
+NO_SECRET_KEY = (
+    "DJANGO_DEBUG=0 needs a secret key of its own: set DJANGO_SECRET_KEY to a long random "
+    "value (python -c 'import secrets; print(secrets.token_urlsafe(50))'). The server did not "
+    "start, because the development key is public."
+)
+HOSTS_NOT_NAMED = (
+    "DJANGO_DEBUG=0 needs the host names the site answers to: set DJANGO_ALLOWED_HOSTS to them, "
+    "comma-separated (e.g. versions.example.com), never “*”. The server did not start."
+)
+if not DEBUG and SECRET_KEY == _DEVELOPMENT_KEY:
+    raise ImproperlyConfigured(NO_SECRET_KEY)
+if not DEBUG and (not ALLOWED_HOSTS or "*" in ALLOWED_HOSTS):
+    raise ImproperlyConfigured(HOSTS_NOT_NAMED)
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
@@ -32,10 +53,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",  # only for the API docs page's Swagger UI, served from our static files
+    "axes",  # sign-in throttling (SPEC §17)
     "versions",
 ]
 
 MIDDLEWARE = [
+    # Outermost, so every answer under /apps/<slug>/ is sandboxed: Django's 404s and redirects
+    # too (SPEC §17).
+    "versions.live.sandbox_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -47,6 +72,10 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # A route asked with a method it does not take answers the API's JSON error, not HTML.
     "versions.api.json_method_not_allowed",
+    # A database error under /api/v1/ answers the API's JSON (503), not Django's HTML 500.
+    "versions.api_guard.DatabaseUnavailableAsJson",
+    # Last: turns a sign-in refused for too many failures into the lock-out page in words.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "versions_site.urls"
@@ -105,10 +134,50 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Axes first: it refuses a sign-in while the account or address is locked, before any password
+# is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling (SPEC §17), per account and per address: after AXES_FAILURE_LIMIT failures
+# within the lock time, sign-in pauses for that long, and each try during the pause restarts it.
+# The attempts live in the database, so the count holds across gunicorn workers and servers.
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = int(os.environ.get("VERSIONS_SIGNIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("VERSIONS_SIGNIN_LOCK_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+# A success does not wipe the count: an attacker with an account of their own could otherwise
+# reset their address's failures between guesses.
+AXES_RESET_ON_SUCCESS = False
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failure, readable in the admin
+AXES_LOCKOUT_CALLABLE = "versions.views.signin.signin_locked"
+AXES_CLIENT_IP_CALLABLE = "versions.views.signin.client_address"
+AXES_VERBOSE = False
+# Behind N reverse proxies that each append to X-Forwarded-For, failures are counted by the
+# address the outermost proxy saw; 0 (direct) counts by the connecting address.
+VERSIONS_PROXY_COUNT = int(os.environ.get("VERSIONS_PROXY_COUNT", "0"))
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+
+# Behind HTTPS (VERSIONS_HTTPS=1): cookies only over HTTPS, HSTS, and plain HTTP redirected.
+# Behind a proxy that ends TLS, VERSIONS_TRUST_X_FORWARDED_PROTO=1 lets the proxy's
+# X-Forwarded-Proto say a request came over HTTPS (only when the proxy sets it on every request).
+VERSIONS_HTTPS = os.environ.get("VERSIONS_HTTPS", "0") == "1"
+if VERSIONS_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("VERSIONS_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("VERSIONS_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+    # Asking browsers to hard-code HTTPS for the domain is hard to undo: an explicit choice.
+    SECURE_HSTS_PRELOAD = os.environ.get("VERSIONS_HSTS_PRELOAD", "0") == "1"
+if os.environ.get("VERSIONS_TRUST_X_FORWARDED_PROTO", "0") == "1":
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # A refused CSRF check explains itself in the panel's words instead of Django's debug page.
 CSRF_FAILURE_VIEW = "versions.views._common.csrf_failure"

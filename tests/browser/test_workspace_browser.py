@@ -67,9 +67,11 @@ def workspace(tmp_path: Path, settings) -> tuple[Path, dict[str, bytes]]:
     _write(root, "docs/notes.md", "# Notes\n")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "initial")
+    tracker = ChangesTracker(root / LOG, PHASE)  # gitignores .rollback/ first (SPEC §17)
+    _git(root, "add", ".gitignore")
+    _git(root, "commit", "-q", "-m", "ignore the rollback backups")
     before = _snapshot(root)
 
-    tracker = ChangesTracker(root / LOG, PHASE)
     tracker.record_modify(root / "src/app.py")
     _write(root, "src/app.py", APP_V2)
     tracker.record_modify(root / "src/util.py")

@@ -25,8 +25,9 @@ def big_phase(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     root = tmp_path / "ws"
     for i in range(MODIFIED):
         write(root, f"src/m{i:03}.ts", f"before {i}\n")
-    before = snapshot(root)
     tracker = ChangesTracker(root / LOG, "big", workspace=root)
+    # Taken after the tracker added .rollback/ to .gitignore (SPEC §17), which stays.
+    before = snapshot(root, ignore=(LOG,))
     for i in range(MODIFIED):
         tracker.record_modify(root / f"src/m{i:03}.ts")
         write(root, f"src/m{i:03}.ts", f"after {i}\n")

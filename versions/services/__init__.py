@@ -103,9 +103,12 @@ from versions.services.revert import (
 )
 from versions.services.routes import RouteSpec, parse_route_spec
 from versions.services.tokens import (
+    DEFAULT_EXPIRY_DAYS,
     NOT_OWNER,
     create_agent_token,
     hash_token,
+    list_agent_tokens,
+    revoke_agent_token,
     revoke_token,
     token_app_slugs,
     token_can_restore,
@@ -120,6 +123,9 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "DEFAULT_EXPIRY_DAYS",
+    "list_agent_tokens",
+    "revoke_agent_token",
     "RepackResult",
     "repack_blobs",
     "PERMISSIONS",

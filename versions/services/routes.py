@@ -30,12 +30,28 @@ SPEC_BAD_PATH = (
     "The route path must start with “/” and hold only URL-safe segments or {{param}} "
     "placeholders (got {path})."
 )
-SPEC_BAD_STATUS = "The route status must be a whole number from 100 to 599 (got {status})."
+SPEC_BAD_STATUS = "The route status must be a whole number from 200 to 599 (got {status})."
+SPEC_DOT_SEGMENT = (
+    "The route path may not hold a “.” or “..” segment: a browser removes them before it "
+    "asks, so no request could reach the route (got {path})."
+)
 SPEC_BAD_HEADERS = "The route headers must be an object of text names to text values."
 SPEC_HEADER_NOT_ALLOWED = (
     "A route spec may not set the header “{name}”: it may set Content-Type, Cache-Control, "
     "ETag, Last-Modified, Expires, Vary, Content-Language, Retry-After, a relative Location "
     "and X-… headers."
+)
+SPEC_HEADER_FOR_THE_PROXY = (
+    "A route spec may not set the header “{name}”: a proxy in front of the server acts on it "
+    "(it could make the proxy serve a file of the server or another address)."
+)
+SPEC_HEADER_VALUE_NOT_VISIBLE = (
+    "The value of the route header “{name}” may hold only visible ASCII characters and spaces "
+    "(found {char} at {pos})."
+)
+SPEC_HEADERS_TOO_LARGE = (
+    "The route headers are {size:,} bytes in all; a route may send at most {limit:,} bytes "
+    "of headers."
 )
 SPEC_LOCATION_NOT_RELATIVE = (
     "The route header Location must be a path on this site, like “/quotes/42” (got {value})."
@@ -58,7 +74,35 @@ ALLOWED_HEADERS = frozenset(
     }
 )
 _CUSTOM_HEADER = "x-"
+# Response headers that a proxy or platform in front of the server reads and acts on (nginx,
+# Apache and lighttpd file sending, LiteSpeed, Perlbal, Envoy, Next.js and hosting platforms),
+# and the request-side headers a proxy trusts: never set by agent-written data.
+_PROXY_HEADER_PREFIXES = (
+    "x-accel-",
+    "x-sendfile",
+    "x-lighttpd-",
+    "x-litespeed-",
+    "x-reproxy-",
+    "x-envoy-",
+    "x-middleware-",
+    "x-vercel-",
+    "x-nf-",
+    "x-amzn-",
+    "x-forwarded-",
+    "x-original-",
+)
+_PROXY_HEADERS = frozenset(
+    {
+        "x-accel",
+        "x-real-ip",
+        "x-rewrite-url",
+        "x-matched-path",
+        "x-permitted-cross-domain-policies",
+    }
+)
+MAX_HEADER_BYTES = 8192
 _NOT_CUSTOM = frozenset({"x-content-type-options", "x-frame-options", "x-xss-protection"})
+_VISIBLE = re.compile(r"[\x20-\x7e]*")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # RFC 9110 field names
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 MAX_BODY_DEPTH = 32
@@ -109,6 +153,8 @@ def parse_route_spec(source: str) -> RouteSpec:
         raise InvalidSpec(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source")
     names: set[str] = set()
     for segment in [s for s in path.strip("/").split("/") if s]:
+        if segment in (".", ".."):
+            raise InvalidSpec(SPEC_DOT_SEGMENT.format(path=json.dumps(path)), field="source")
         param = _PARAM.match(segment)
         if param:
             if param.group(1) in names:
@@ -117,7 +163,7 @@ def parse_route_spec(source: str) -> RouteSpec:
         elif not _SEGMENT.match(segment):
             raise InvalidSpec(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source")
     status = data.get("status", 200)
-    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+    if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
         raise InvalidSpec(SPEC_BAD_STATUS.format(status=json.dumps(status)), field="source")
     headers = data.get("headers", {}) or {}
     if not isinstance(headers, dict) or not all(
@@ -132,6 +178,11 @@ def parse_route_spec(source: str) -> RouteSpec:
         problem = header_problem(name, value)
         if problem:
             raise InvalidSpec(problem, field="source")
+    size = sum(len(name) + len(value) for name, value in headers.items())
+    if size > MAX_HEADER_BYTES:
+        raise InvalidSpec(
+            SPEC_HEADERS_TOO_LARGE.format(size=size, limit=MAX_HEADER_BYTES), field="source"
+        )
     if _depth(data.get("body")) > MAX_BODY_DEPTH:
         raise InvalidSpec(SPEC_TOO_DEEP.format(depth=MAX_BODY_DEPTH), field="source")
     return RouteSpec(
@@ -145,12 +196,19 @@ def header_problem(name: str, value: str) -> str | None:
     custom = lower.startswith(_CUSTOM_HEADER) and lower not in _NOT_CUSTOM
     if not _TOKEN.match(name) or not (lower in ALLOWED_HEADERS or custom):
         return SPEC_HEADER_NOT_ALLOWED.format(name=name)
+    if lower in _PROXY_HEADERS or lower.startswith(_PROXY_HEADER_PREFIXES):
+        return SPEC_HEADER_FOR_THE_PROXY.format(name=name)
     if lower == "location":
         # Browsers drop tabs and spaces from URLs and read "\\" as "/": "/\\t/evil.example" or
         # "/\\evil.example" would leave the site, so neither is allowed in a Location.
         odd = any(ord(c) <= 32 or ord(c) == 127 or c == "\\" for c in value)
         if odd or _SCHEME.match(value) or value.startswith("//"):
             return SPEC_LOCATION_NOT_RELATIVE.format(value=json.dumps(value))
+    if not _VISIBLE.fullmatch(value):
+        pos, char = next((i, c) for i, c in enumerate(value) if not _VISIBLE.fullmatch(c))
+        return SPEC_HEADER_VALUE_NOT_VISIBLE.format(
+            name=name, char=f"U+{ord(char):04X}", pos=pos + 1
+        )
     return None
 
 

@@ -2,6 +2,8 @@
 
 A token is random (``secrets.token_urlsafe``) and shown once; only its sha256 is stored.
 A token authenticates its user: the user's Django permissions apply on top of the app scope.
+Tokens expire (``expires_in_days``, 90 by default) and are listed and revoked by operators
+(``list_agent_tokens``, ``revoke_agent_token``, the admin).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from versions.errors import Forbidden, InvalidInput, NotFound
@@ -32,6 +34,13 @@ NOT_OWNER = (
     "a global permission) may hold its agent tokens, and a token never acts beyond its user's "
     "role. Nothing was created."
 )
+DEFAULT_EXPIRY_DAYS = 90
+MAX_EXPIRY_DAYS = 3650
+BAD_EXPIRY = "A token expires in 1 to {most} days (got {days})."
+TOKEN_NOT_FOUND = "There is no agent token “{ref}”: give its id or its prefix (list_agent_tokens)."
+TOKEN_AMBIGUOUS = "More than one agent token starts with “{ref}” (ids {ids}): give its id."
+TOKEN_REVOKED = "Revoked token {id} ({prefix}…) of {user}. It authenticates nothing from now on."
+TOKEN_ALREADY_REVOKED = "Token {id} ({prefix}…) of {user} was already revoked; nothing changed."
 
 
 def hash_token(token: str) -> str:
@@ -41,12 +50,21 @@ def hash_token(token: str) -> str:
 
 @transaction.atomic
 def create_agent_token(
-    username: str, app_slugs: list[str], *, label: str = ""
+    username: str,
+    app_slugs: list[str],
+    *,
+    label: str = "",
+    expires_in_days: int = DEFAULT_EXPIRY_DAYS,
 ) -> tuple[str, AgentToken]:
-    """Create a token for ``username`` scoped to ``app_slugs``; returns (the token, its row).
+    """Create a token for ``username`` scoped to ``app_slugs``, expiring in ``expires_in_days``;
+    returns (the token, its row).
 
     The token itself is returned only here: the database keeps its hash.
     """
+    if isinstance(expires_in_days, bool) or not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
+        raise InvalidInput(
+            BAD_EXPIRY.format(most=MAX_EXPIRY_DAYS, days=expires_in_days), field="expires_in_days"
+        )
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise NotFound(USER_NOT_FOUND.format(username=username))
@@ -64,7 +82,11 @@ def create_agent_token(
         apps.append(app)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = AgentToken.objects.create(
-        user=user, key_hash=hash_token(token), prefix=token[:12], label=label[:200]
+        user=user,
+        key_hash=hash_token(token),
+        prefix=token[:12],
+        label=label[:200],
+        expires_on=timezone.now() + timedelta(days=expires_in_days),
     )
     row.apps.set(apps)
     return token, row
@@ -84,17 +106,19 @@ def _may_hold_token(user: Any, app: App) -> bool:
 
 
 def verify_token(token: str | None) -> AgentToken | None:
-    """The live token row for ``token``: known, not revoked, of an active user; else None."""
+    """The live token row for ``token``: known, not revoked, not expired, of an active user;
+    else None."""
     if not token or len(token) > 512:
         return None
+    now = timezone.now()
     row = (
         AgentToken.objects.select_related("user")
         .filter(key_hash=hash_token(token), revoked=False)
+        .filter(Q(expires_on__isnull=True) | Q(expires_on__gt=now))
         .first()
     )
     if row is None or not row.user.is_active:
         return None
-    now = timezone.now()
     if row.last_used_on is None or now - row.last_used_on > _TOUCH_EVERY:
         AgentToken.objects.filter(pk=row.pk).update(last_used_on=now)
         row.last_used_on = now
@@ -118,3 +142,49 @@ def token_can_restore(row: AgentToken) -> bool:
 def revoke_token(row: AgentToken) -> None:
     """Revoke a token: it authenticates nothing from now on."""
     AgentToken.objects.filter(pk=row.pk).update(revoked=True)
+
+
+def list_agent_tokens(
+    *, username: str | None = None, app_slug: str | None = None, active_only: bool = False
+) -> QuerySet[AgentToken]:
+    """Agent tokens, newest first, with their users and apps; filtered by user, app or state."""
+    rows = AgentToken.objects.select_related("user").prefetch_related("apps")
+    if username:
+        rows = rows.filter(user__username=username)
+    if app_slug:
+        rows = rows.filter(apps__slug=app_slug).distinct()
+    if active_only:
+        now = timezone.now()
+        rows = rows.filter(revoked=False, user__is_active=True).filter(
+            Q(expires_on__isnull=True) | Q(expires_on__gt=now)
+        )
+    return rows.order_by("-created_on", "-id")
+
+
+def find_agent_token(ref: str) -> AgentToken:
+    """The token whose id is ``ref``, or whose prefix starts with ``ref`` (one only)."""
+    ref = ref.strip().rstrip("…")
+    rows = AgentToken.objects.select_related("user")
+    if ref.isdigit():
+        row = rows.filter(pk=int(ref)).first()
+        if row is not None:
+            return row
+    matches = list(rows.filter(prefix__startswith=ref)[:6]) if len(ref) >= 3 else []
+    if not matches:
+        raise NotFound(TOKEN_NOT_FOUND.format(ref=ref))
+    if len(matches) > 1:
+        ids = ", ".join(str(m.pk) for m in matches)
+        raise InvalidInput(TOKEN_AMBIGUOUS.format(ref=ref, ids=ids), field="token")
+    return matches[0]
+
+
+@transaction.atomic
+def revoke_agent_token(ref: str) -> tuple[AgentToken, str]:
+    """Revoke the token named by id or prefix; returns (its row, what happened in words)."""
+    row = find_agent_token(ref)
+    words = {"id": row.pk, "prefix": row.prefix, "user": row.user.get_username()}
+    if row.revoked:
+        return row, TOKEN_ALREADY_REVOKED.format(**words)
+    revoke_token(row)
+    row.revoked = True
+    return row, TOKEN_REVOKED.format(**words)

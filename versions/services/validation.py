@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import unicodedata
 
 from versions import conf
@@ -10,6 +11,9 @@ from versions.models import COLLECTIONS
 
 UNKNOWN_COLLECTION = "Unknown collection “{collection}”. Use one of: {choices}."
 NAME_EMPTY = "The artifact name is empty. Give it a name such as “index”."
+NAME_BLANK = (
+    "The artifact name is only spaces (got {name}): give it a name people can see, such as “index”."
+)
 NAME_HAS_SLASH = "Artifact names cannot contain “/” (got “{name}”)."
 NAME_HAS_CONTROL = "Artifact names cannot contain control characters (found {char} at {pos})."
 NAME_TOO_LONG = "Artifact names are at most 200 characters; this one has {length}."
@@ -39,6 +43,8 @@ def validate_collection(collection: object) -> str:
 def validate_name(name: object) -> str:
     if not isinstance(name, str) or name == "":
         raise InvalidInput(NAME_EMPTY, field="name")
+    if not name.strip():
+        raise InvalidInput(NAME_BLANK.format(name=json.dumps(name)), field="name")
     if len(name) > 200:
         raise InvalidInput(NAME_TOO_LONG.format(length=len(name)), field="name")
     if "/" in name:

@@ -5,8 +5,23 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import Resolver404, resolve
+
+# Sign-in is throttled by django-axes (SPEC §17), its attempts kept in the database so that the
+# count holds across every server process: after AXES_FAILURE_LIMIT failures for one account
+# or from one address within the lock time, sign-in is refused with this message. Every
+# failure is logged (Axes' "Access failures" in the admin, and the server log).
+SIGNIN_LOCKED = (
+    "Too many failed sign-ins for this account or from this address. Sign-in is paused for "
+    "{minutes} minutes; every new try during the pause starts the {minutes} minutes again. "
+    "An administrator can lift the pause in the admin (Access attempts)."
+)
+LOCKED_STATUS = 429
 
 
 def leads_into_the_panel(url: str) -> bool:
@@ -27,3 +42,38 @@ class SignInView(LoginView):
     def get_redirect_url(self, *args: Any, **kwargs: Any) -> str:
         url = super().get_redirect_url(*args, **kwargs)
         return url if url and leads_into_the_panel(url) else ""
+
+
+def _lock_minutes() -> int:
+    return int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+
+
+def signin_locked(
+    request: HttpRequest, response: HttpResponse | None = None, credentials: Any = None
+) -> HttpResponse:
+    """Axes' lock-out answer: the sign-in page again, with the pause said in words (429)."""
+    form = AuthenticationForm(request)
+    username = (credentials or {}).get("username") or request.POST.get("username", "")
+    form.fields["username"].initial = username
+    context = {
+        "form": form,
+        "locked_message": SIGNIN_LOCKED.format(minutes=_lock_minutes()),
+        "next": request.POST.get("next", request.GET.get("next", "")),
+    }
+    return render(request, "registration/login.html", context, status=LOCKED_STATUS)
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The address sign-in failures are counted by: the connecting address, or behind
+    VERSIONS_PROXY_COUNT trusted proxies the one the outermost proxy saw (X-Forwarded-For)."""
+    proxies = int(getattr(settings, "VERSIONS_PROXY_COUNT", 0))
+    remote = request.META.get("REMOTE_ADDR")
+    if proxies <= 0:
+        return remote
+    forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    forwarded = [a for a in forwarded if a]
+    # Each proxy appends the address it saw: the last `proxies` entries are our own proxies'
+    # doing; anything before them the client may have written itself.
+    if len(forwarded) >= proxies:
+        return forwarded[-proxies]
+    return remote

@@ -40,6 +40,8 @@ WRONG_TYPE = "Changes log field {field} must be {expected}"
 LOG_TOO_LARGE = "Changes log too large: {size} bytes (limit {limit} bytes)"
 TOO_MANY_ENTRIES = "Changes log field {field} has too many entries: {count} (limit {limit})"
 LOG_UNREADABLE = "Cannot read changes log at {path}: {details}"
+# A warning, not a refusal: a rollback does not need the log's timestamp (SPEC §17).
+TIMESTAMP_NOT_ISO = "Changes log timestamp is not ISO-8601: {value} (ignored)"
 
 
 class ChangesLogError(ValueError):
@@ -67,6 +69,8 @@ class ChangesLog:
     artifacts: list[str] = field(default_factory=list)
     plan_files: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    # What was odd but harmless when the log was read (never written back to the log).
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def new(cls, phase: str) -> ChangesLog:
@@ -145,9 +149,12 @@ def validate_changes_log(data: dict[str, Any]) -> ChangesLog:
         if name not in data:
             raise ChangesLogError(MISSING_FIELD.format(field=name))
     phase = _string(data, "phase")
-    timestamp = _string(data, "timestamp")
-    if not _is_iso8601(timestamp):
-        raise ChangesLogError(WRONG_TYPE.format(field="timestamp", expected="an ISO-8601 string"))
+    warnings = []
+    raw_timestamp = data["timestamp"]
+    timestamp = raw_timestamp if isinstance(raw_timestamp, str) else json.dumps(raw_timestamp)
+    if not isinstance(raw_timestamp, str) or not _is_iso8601(raw_timestamp):
+        shown = json.dumps(raw_timestamp, ensure_ascii=False)
+        warnings.append(TIMESTAMP_NOT_ISO.format(value=shown[:100]))
     files_modified = []
     for index, entry in enumerate(_array(data, "files_modified")):
         where = f"files_modified[{index}]"
@@ -174,6 +181,7 @@ def validate_changes_log(data: dict[str, Any]) -> ChangesLog:
         artifacts=_strings(data, "artifacts", required=False),
         plan_files=_strings(data, "plan_files", required=False),
         metadata=metadata,
+        warnings=warnings,
     )
 
 

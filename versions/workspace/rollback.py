@@ -213,6 +213,9 @@ def plan_rollback(
     created = [(p, contained(p, f"files_created[{i}]")) for i, p in enumerate(log.files_created)]
     plan_files = [(p, contained(p, f"plan_files[{i}]")) for i, p in enumerate(log.plan_files)]
     artifacts = [(p, contained(p, f"artifacts[{i}]")) for i, p in enumerate(log.artifacts)]
+    step8 = _step8_plan_file(log, root, Path(log_path), modified, created, plan_files, artifacts)
+    if step8 is not None:
+        artifacts.append(step8)
     errors.extend(BAD_COMMIT_ID.format(sha=sha) for sha in log.git_commits if not is_commit_id(sha))
     undo_dir = root / UNDO_DIR
     if undo_dir.is_symlink() or (undo_dir.exists() and not undo_dir.is_dir()):
@@ -229,6 +232,33 @@ def plan_rollback(
         plan_files=plan_files,
         artifacts=artifacts,
     )
+
+
+def _step8_plan_file(
+    log: ChangesLog,
+    root: Path,
+    log_path: Path,
+    modified: list[tuple[ModifiedFile, Path, Path]],
+    created: list[tuple[str, Path]],
+    plan_files: list[tuple[str, Path]],
+    artifacts: list[tuple[str, Path]],
+) -> tuple[str, Path] | None:
+    """The seed's step 8 removes `.{phase}-plan.json` whether or not the log lists it: that file,
+    when it is there, as one more artifact, unless the log already names it (or its phase could
+    not name a file at the workspace root). A counter log's rollback leaves it: it has just put
+    it back."""
+    if log_path.resolve().parent.parent == root / UNDO_DIR:
+        return None
+    if any(c in log.phase for c in "/\\\0") or log.phase in (".", ".."):
+        return None
+    name = f".{log.phase}-plan.json"
+    try:
+        path = resolve_in_workspace(root, name, where="plan file")
+    except UnsafePathError:
+        return None
+    listed = {p for _, p in (*created, *plan_files, *artifacts)}
+    listed.update(target for _, target, _ in modified)
+    return None if path in listed or not _exists(path) else (name, path)
 
 
 def summary(
@@ -272,7 +302,7 @@ def summary(
         "artifacts": [raw for raw, _ in plan.artifacts],
         "plan_files": [raw for raw, _ in plan.plan_files],
         "metadata": dict(log.metadata),
-        "warnings": _predicted_warnings(plan),
+        "warnings": _predicted_warnings(plan) + plan.log.warnings,
     }
 
 
@@ -316,6 +346,7 @@ def run_rollback(
 
     if dry_run:
         report.warnings.extend(_predicted_warnings(plan))
+        report.warnings.extend(plan.log.warnings)
         return RollbackResult(report.finish(started, success=True), EXIT_OK)
 
     if confirm is not None:
@@ -332,6 +363,9 @@ def run_rollback(
     engine.run()
     if undo.unsaved:
         report.warnings.append(UNDO_CANNOT_KEEP.format(paths=", ".join(undo.unsaved)))
+    # After the work: an odd timestamp says nothing about how the rollback went, so it does not
+    # keep `.rollback/` as a real warning of step 4 to 8 does.
+    report.warnings.extend(plan.log.warnings)
     # The seed: partial rollbacks are a success with warnings; only nothing done is a failure.
     success = not report.errors or report.did_something
     result = report.finish(started, success=success, undo_log=undo.log_path)

@@ -18,10 +18,16 @@ from .changes_log import (
     load_changes_log,
     write_changes_log,
 )
-from .paths import BACKUP_DIR, relative_name, resolve_in_workspace, workspace_root
+from .paths import BACKUP_DIR, UNDO_DIR, relative_name, resolve_in_workspace, workspace_root
 from .rollback import BAD_COMMIT_ID, PHASE_MISMATCH, is_commit_id
+from .safeio import read_bytes, replace_file
 
 NOT_A_FILE = "Cannot back up {path}: not an existing file (record_create is for new files)"
+# The seed keeps backups in `.rollback/` "(gitignored)": a worker's `git add -A` must not commit
+# them, nor the rollback's own counter-backups.
+GITIGNORED = (f"{BACKUP_DIR}/", f"{UNDO_DIR}/")
+GITIGNORE_NOTE = "# Rollback backups (Versions track_changes): never committed"
+MAX_GITIGNORE_BYTES = 1 << 20
 
 
 class ChangesTracker:
@@ -37,6 +43,7 @@ class ChangesTracker:
         self.log_path = Path(log_path)
         # The workspace is checked first: a log path inside a mistyped one must not create it.
         self.root = workspace_root(self.log_path, workspace)
+        ignore_rollback_folders(self.root)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.log_path.exists():
             self.log = load_changes_log(self.log_path)
@@ -131,3 +138,25 @@ class ChangesTracker:
 
     def _write(self) -> None:
         write_changes_log(self.log, self.log_path)
+
+
+def ignore_rollback_folders(root: Path) -> bool:
+    """Add `.rollback/` and `.rollback-undo/` to the workspace's `.gitignore` unless it already
+    ignores them; True when it was changed. The file is read and replaced inside the workspace
+    only (a `.gitignore` that leads outside is refused, never written through)."""
+    path = root / ".gitignore"
+    try:
+        text, _ = read_bytes(root, path, limit=MAX_GITIGNORE_BYTES)
+    except FileNotFoundError:
+        text = b""
+    if len(text) > MAX_GITIGNORE_BYTES:
+        return False  # not a .gitignore a person keeps: leave it be
+    present = {line.strip().strip("/") for line in text.decode("utf-8", "replace").splitlines()}
+    missing = [entry for entry in GITIGNORED if entry.strip("/") not in present]
+    if not missing:
+        return False
+    lines = "\n".join([GITIGNORE_NOTE, *missing]) + "\n"
+    if text and not text.endswith(b"\n"):
+        lines = "\n" + lines
+    replace_file(root, path, data=text + lines.encode("utf-8"))
+    return True

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from versions.errors import VersionsError
-from versions.services import create_agent_token
+from versions.services import DEFAULT_EXPIRY_DAYS, create_agent_token
 
 
 class Command(BaseCommand):
@@ -27,19 +27,31 @@ class Command(BaseCommand):
             help="An app the token may act on (repeat for several).",
         )
         parser.add_argument("--label", default="", help="A note to recognise the token by.")
+        parser.add_argument(
+            "--expires-in-days",
+            type=int,
+            default=DEFAULT_EXPIRY_DAYS,
+            metavar="N",
+            help=f"Days until the token stops working (1 to 3650; default {DEFAULT_EXPIRY_DAYS}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["apps"]:
             raise CommandError("Give at least one app: --app <slug>.")
         try:
             token, row = create_agent_token(
-                options["username"], options["apps"], label=options["label"]
+                options["username"],
+                options["apps"],
+                label=options["label"],
+                expires_in_days=options["expires_in_days"],
             )
         except VersionsError as exc:
             raise CommandError(exc.message)
         apps = ", ".join(sorted(row.apps.values_list("slug", flat=True)))
+        assert row.expires_on is not None
+        expires = row.expires_on.strftime("%Y-%m-%d %H:%M UTC")
         self.stdout.write(
-            f"Created a token for {row.user.get_username()} on {apps}. "
-            "It is shown only this once; store it now:"
+            f"Created token {row.pk} for {row.user.get_username()} on {apps}, expiring "
+            f"{expires}. It is shown only this once; store it now:"
         )
         self.stdout.write(token)

@@ -14,8 +14,8 @@ from versions.workspace import EXIT_BAD_INPUT, EXIT_DECLINED, EXIT_OK, run_rollb
 
 NO_TERMINAL = "No terminal to confirm on and no --yes: rollback declined."
 EXIT_MESSAGES = {
-    1: "Rollback finished with errors (see the report).",
-    EXIT_BAD_INPUT: "Rollback refused: bad input (see the report's errors).",
+    1: "Rollback finished with errors (see the report's errors; what could be done was done).",
+    EXIT_BAD_INPUT: "Rollback refused: bad input, nothing was done (see the report's errors).",
     EXIT_DECLINED: "Rollback declined: nothing was changed.",
 }
 
@@ -23,7 +23,9 @@ EXIT_MESSAGES = {
 class Command(BaseCommand):
     help = (
         "Roll back a workflow phase from its changes log: restore backups, delete created files, "
-        "revert commands and commits. Exit 0 success, 1 failure, 2 bad input, 3 declined."
+        "revert commands and commits. Exit codes: 0 = done with no errors; 1 = finished with "
+        "errors (the report's success may still be true: a partial rollback); 2 = refused (bad "
+        "input, nothing done); 3 = declined (nothing done)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -56,14 +58,19 @@ class Command(BaseCommand):
             raise CommandError(EXIT_MESSAGES[result.exit_code], returncode=result.exit_code)
 
     def _ask(self, prompt: str) -> bool:
-        # The prompt goes to stderr so stdout stays pure JSON for whoever pipes it.
+        # The prompt goes to the terminal on stderr so stdout stays pure JSON for whoever pipes
+        # it — as plain text: a question, not an error (Django styles stderr red by default).
         if not sys.stdin or not sys.stdin.isatty():
             self.stderr.write(NO_TERMINAL)
             return False
-        self.stderr.write(prompt + " ", ending="")
+        self.stderr.write(prompt + " ", style_func=_plain, ending="")
         self.stderr.flush()
         answer = sys.stdin.readline()
         return answer.strip().lower() in {"yes", "y"}
+
+
+def _plain(text: str) -> str:
+    return text
 
 
 def _os_user() -> str:

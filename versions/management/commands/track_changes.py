@@ -16,7 +16,8 @@ class Command(BaseCommand):
         "init | modify PATH | create PATH | command CMD | commit SHA | artifact PATH | "
         "plan-file PATH. Run `modify` before changing the file: it keeps the backup. "
         "With --workspace, a relative --log is inside the workspace; PATH arguments are "
-        "always taken from the current folder."
+        "always taken from the current folder. Adds .rollback/ and .rollback-undo/ to the "
+        "workspace's .gitignore."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
