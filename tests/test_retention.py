@@ -166,7 +166,9 @@ def test_a_restore_all_of_300_keeps_all_its_counter_points_and_its_undo_works(ap
 
 # --- #19: every query of the prune is bounded by the app -------------------------------------
 
-_NO_ROWS_READ = re.compile(r"^(\d+ times: )?(begin|commit|rollback|savepoint|release|set local|insert)\b")
+_NO_ROWS_READ = re.compile(
+    r"^(\d+ times: )?(begin|commit|rollback|savepoint|release|set local|insert)\b"
+)
 # Given rows by their key (a blob's is its sha256: blobs are shared by every app), or one set's.
 _BY_KEY = re.compile(r"\bwhere (\w+\.)?(id|sha256|change_set_id) (= |in \()")
 
@@ -178,9 +180,9 @@ def _unbounded(statements: list[str], app_id: int) -> list[str]:
     of_app = re.compile(rf"\b(app_id|a\.id|ap\.id) = {app_id}\b|\bwhere id = {app_id}\b")
     for sql in statements:
         text = " ".join(sql.replace('"', "").replace("versions_", "").lower().split())
-        if "not in (select" in text or ("count(" in text and not of_app.search(text)):
-            found.append(sql)
-        elif not (_NO_ROWS_READ.search(text) or of_app.search(text) or _BY_KEY.search(text)):
+        whole_table = "not in (select" in text or ("count(" in text and not of_app.search(text))
+        bounded = _NO_ROWS_READ.search(text) or of_app.search(text) or _BY_KEY.search(text)
+        if whole_table or not bounded:
             found.append(sql)
     return found
 

@@ -173,7 +173,8 @@ def _sql(vendor: str) -> dict[str, str]:
         "forget_gone_in_marks": (
             f"UPDATE {mark} SET change_set_id = NULL WHERE app_id = %s "
             "AND change_set_id IN ({ids}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone WHERE gone.id = {mark}.change_set_id)"
+            f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
+            f"WHERE gone.id = {mark}.change_set_id)"
         ),
         "forget_gone_in_apps": (
             f"UPDATE {app_table} SET release_set_id = NULL WHERE id = %s "
