@@ -170,7 +170,7 @@ _NO_ROWS_READ = re.compile(
     r"^(\d+ times: )?(begin|commit|rollback|savepoint|release|set local|insert)\b"
 )
 # Given rows by their key (a blob's is its sha256: blobs are shared by every app), or one set's.
-_BY_KEY = re.compile(r"\bwhere (\w+\.)?(id|sha256|change_set_id) (= |in \()")
+_BY_KEY = re.compile(r"\bwhere \(?(\w+\.)?(id|sha256|change_set_id|release_set_id) (= |in \()")
 
 
 def _unbounded(statements: list[str], app_id: int) -> list[str]:
@@ -210,3 +210,18 @@ def test_every_statement_of_a_write_and_a_restore_that_prune_is_bounded_by_the_a
     assert ChangeSet.objects.filter(app=app, kind="restore").count() == 1
     unbounded = _unbounded(statements, app.pk)
     assert not unbounded, "\n".join(unbounded)
+
+
+def test_naming_a_set_and_marking_a_release_read_no_other_apps_rows(app):
+    other = App.objects.create(slug="other", name="Other")
+    services.mark_release(write(other, "index", "o\n").change_set_id, by="person")
+    set_id = write(app, "index", "v1\n").change_set_id
+
+    with CaptureQueriesContext(connection) as captured:
+        services.name_change_set(set_id, "Launch", by="person")
+        services.mark_release(set_id, by="person")
+        services.unmark_release(app, by="person")
+
+    unbounded = _unbounded([q["sql"] for q in captured.captured_queries], app.pk)
+    assert not unbounded, "\n".join(unbounded)
+    assert RestorePoint.objects.get(change_set_id=set_id).pinned  # named: still pinned

@@ -158,10 +158,12 @@ def _sql(vendor: str) -> dict[str, str]:
         ),
         # A set retention emptied goes, then what pointed at a set that is gone is cleared (the
         # foreign keys are checked at commit). No statement needs the previous one's rows, so
-        # on PostgreSQL they travel in one pipeline. Every one is bounded by the app and looks
-        # sets up by primary key: never a scan of every app's sets (SPEC §18).
+        # on PostgreSQL they travel in one pipeline. Each looks sets up by primary key (and is
+        # bounded by the app): never a scan of every app's sets, as `NOT IN (SELECT id FROM
+        # <all sets>)` was (SPEC §18). The DELETE has no app predicate: the planner would
+        # combine the app's index with the key's and read every set of the app.
         "delete_emptied_sets": (
-            f"DELETE FROM {change_set} WHERE app_id = %s AND id IN ({{ids}}) "
+            f"DELETE FROM {change_set} WHERE id IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id)"
         ),
         "forget_gone_in_sets": (
@@ -533,7 +535,7 @@ def delete_emptied_change_sets(app_id: int, set_ids: list[str]) -> None:
     """Delete the app's change sets among ``set_ids`` left with no point, and clear what pointed
     at them (a restore set's ``restored_from``, release history, a release mark), as the
     models' SET_NULL says. Named or release sets are pinned, so retention never empties them."""
-    _execute(_in("delete_emptied_sets", set_ids), [app_id, *set_ids])
+    _execute(_in("delete_emptied_sets", set_ids), set_ids)
     for name in ("forget_gone_in_sets", "forget_gone_in_marks", "forget_gone_in_apps"):
         _execute(_in(name, set_ids), [app_id, *set_ids])
 

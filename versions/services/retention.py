@@ -169,13 +169,17 @@ def refresh_pins(*, set_ids: list[str] | None = None, point_ids: list[str] | Non
         points = points.filter(change_set_id__in=set_ids)
     if point_ids is not None:
         points = points.filter(id__in=point_ids)
-    release_ids = [
-        rid
-        for rid in App.objects.filter(release_set__isnull=False).values_list(
-            "release_set_id", flat=True
-        )
-        if rid
-    ]
+    # Only the sets involved can be a release: never read every app's mark (SPEC §18).
+    involved = (
+        list(set_ids)
+        if set_ids is not None
+        else list(points.values_list("change_set_id", flat=True).distinct())
+    )
+    release_ids = list(
+        App.objects.filter(release_set_id__in=involved)
+        .order_by()
+        .values_list("release_set_id", flat=True)
+    )
     pinned_q = ~Q(name="") | ~Q(change_set__name="") | Q(change_set_id__in=release_ids)
     points.filter(pinned_q).exclude(pinned=True).update(pinned=True)
     points.exclude(pinned_q).exclude(pinned=False).update(pinned=False)
