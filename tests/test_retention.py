@@ -170,7 +170,9 @@ _NO_ROWS_READ = re.compile(
     r"^(\d+ times: )?(begin|commit|rollback|savepoint|release|set local|insert)\b"
 )
 # Given rows by their key (a blob's is its sha256: blobs are shared by every app), or one set's.
-_BY_KEY = re.compile(r"\bwhere \(?(\w+\.)?(id|sha256|change_set_id|release_set_id) (= |in \()")
+_BY_KEY = re.compile(
+    r"\bwhere \(?(\w+\.)?(id|sha256|change_set_id|release_set_id|restored_from_id) (= |in \()"
+)
 
 
 def _unbounded(statements: list[str], app_id: int) -> list[str]:

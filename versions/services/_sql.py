@@ -158,23 +158,21 @@ def _sql(vendor: str) -> dict[str, str]:
         ),
         # A set retention emptied goes, then what pointed at a set that is gone is cleared (the
         # foreign keys are checked at commit). No statement needs the previous one's rows, so
-        # on PostgreSQL they travel in one pipeline. Each looks sets up by primary key (and is
-        # bounded by the app): never a scan of every app's sets, as `NOT IN (SELECT id FROM
-        # <all sets>)` was (SPEC §18). The DELETE has no app predicate: the planner would
-        # combine the app's index with the key's and read every set of the app.
+        # on PostgreSQL they travel in one pipeline. Each finds its rows by the given sets' keys
+        # and each gone set by its primary key: never a scan of every app's sets, as `NOT IN
+        # (SELECT id FROM <all sets>)` was (SPEC §18). No app predicate beside the keys: a
+        # planner could then prefer the app's index and read every set or mark of the app.
         "delete_emptied_sets": (
             f"DELETE FROM {change_set} WHERE id IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id)"
         ),
         "forget_gone_in_sets": (
-            f"UPDATE {change_set} SET restored_from_id = NULL WHERE app_id = %s "
-            "AND restored_from_id IN ({ids}) "
+            f"UPDATE {change_set} SET restored_from_id = NULL WHERE restored_from_id IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
             f"WHERE gone.id = {change_set}.restored_from_id)"
         ),
         "forget_gone_in_marks": (
-            f"UPDATE {mark} SET change_set_id = NULL WHERE app_id = %s "
-            "AND change_set_id IN ({ids}) "
+            f"UPDATE {mark} SET change_set_id = NULL WHERE change_set_id IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
             f"WHERE gone.id = {mark}.change_set_id)"
         ),
@@ -535,9 +533,9 @@ def delete_emptied_change_sets(app_id: int, set_ids: list[str]) -> None:
     """Delete the app's change sets among ``set_ids`` left with no point, and clear what pointed
     at them (a restore set's ``restored_from``, release history, a release mark), as the
     models' SET_NULL says. Named or release sets are pinned, so retention never empties them."""
-    _execute(_in("delete_emptied_sets", set_ids), set_ids)
-    for name in ("forget_gone_in_sets", "forget_gone_in_marks", "forget_gone_in_apps"):
-        _execute(_in(name, set_ids), [app_id, *set_ids])
+    for name in ("delete_emptied_sets", "forget_gone_in_sets", "forget_gone_in_marks"):
+        _execute(_in(name, set_ids), set_ids)
+    _execute(_in("forget_gone_in_apps", set_ids), [app_id, *set_ids])
 
 
 # Path/value pairs per json_insert call: SQLite allows 127 arguments to a function by default.
