@@ -151,20 +151,22 @@ def test_retention_that_prunes_many_points_of_one_set_at_once_lists_them_all(app
 
 
 def test_retention_with_capture_times_shared_by_a_restore_keeps_exactly_the_newest(app, settings):
-    # A restore's counter-points may share one capture time; the cut must still keep exactly
-    # the newest N by (time, id), as ordering every point would.
+    # A restore's counter-points share one capture time and are not counted (SPEC §17): the
+    # cut keeps exactly the newest N captures by (time, id), and the restore set whole.
     for i in range(6):
         write(app, f"page-{i}", "v1\n", run_id="setup")
     turn = [write(app, f"page-{i}", "v2\n", run_id="turn") for i in range(6)]
-    services.restore_change_set(turn[0].change_set_id, by="person")
+    restore = services.restore_change_set(turn[0].change_set_id, by="person")
     order = list(RestorePoint.objects.filter(app=app).order_by("-created_on", "-id"))
-    assert order[1].created_on == order[2].created_on  # the cut below goes through a tie
+    assert order[1].created_on == order[2].created_on  # counter-points newer than the cut tie
+    captures = [p.id for p in order if p.kind == RestorePoint.CAPTURE]
 
     settings.VERSIONS_POINTS_PER_APP = 3
     last = write(app, "page-9", "new\n")
 
     kept = set(RestorePoint.objects.filter(app=app).values_list("id", flat=True))
-    assert kept == {last.restore_point_id, order[0].id, order[1].id}
+    counters = {item["counterPointId"] for item in restore.items}
+    assert kept == {last.restore_point_id, captures[0], captures[1], *counters}
 
 
 def test_a_write_in_a_transaction_already_broken_is_refused_like_any_query(app):

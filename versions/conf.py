@@ -14,8 +14,13 @@ def max_write_bytes() -> int:
 
 
 def points_per_app() -> int:
-    """How many unpinned restore points an app keeps."""
+    """How many unpinned capture points an app keeps (counter-points: restore_sets_per_app)."""
     return int(getattr(settings, "VERSIONS_POINTS_PER_APP", 200))
+
+
+def restore_sets_per_app() -> int:
+    """How many of an app's newest unnamed restore sets keep their counter-points."""
+    return int(getattr(settings, "VERSIONS_RESTORE_SETS_PER_APP", 50))
 
 
 def turn_gap_seconds() -> int:

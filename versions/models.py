@@ -463,7 +463,11 @@ class RestorePoint(models.Model):
             # one app (at most the retained points), so turn_id needs no index of its own.
             # Ascending like changeset_app_recent: captures append, queries read backwards.
             models.Index(fields=["app", "created_on"], name="point_app_recent"),
-            models.Index(fields=["app", "pinned", "created_on"], name="point_app_retention"),
+            # Retention counts and prunes capture points and counter-points apart (SPEC §17):
+            # neither kind's scan reads the other's entries.
+            models.Index(
+                fields=["app", "kind", "pinned", "created_on"], name="point_app_retention"
+            ),
             models.Index(fields=["artifact", "created_on"], name="point_artifact_time"),
         ]
         constraints = [

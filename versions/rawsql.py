@@ -32,14 +32,34 @@ def recorded(db: Any) -> bool:
 
 
 def _log(db: Any, sql: str, params: Sequence[Any], started: float) -> None:
-    """Log a statement as Django's debug cursor does, when this connection logs queries."""
+    """Log a statement as Django's debug cursor does — the SQL with its values in place — when
+    this connection logs queries. Bytes (sources) are logged by their length only."""
     if db.queries_logged:
-        shown = sql if not params else f"{sql} -- params {_shown(params)}"
+        shown = _interpolated(sql, params) if params else sql
         db.queries_log.append({"sql": shown, "time": f"{time.monotonic() - started:.3f}"})
 
 
-def _shown(params: Sequence[Any]) -> str:
-    return repr([f"<{len(p)} bytes>" if isinstance(p, bytes | memoryview) else p for p in params])
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, bytes | memoryview):
+        return f"'<{len(value)} bytes>'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _interpolated(sql: str, params: Sequence[Any]) -> str:
+    parts = sql.split("%s")
+    if len(parts) != len(params) + 1:
+        return f"{sql} -- params {[_literal(p) for p in params]}"
+    out = [parts[0]]
+    for value, part in zip(params, parts[1:], strict=True):
+        out.append(_literal(value))
+        out.append(part)
+    return "".join(out)
 
 
 def execute(

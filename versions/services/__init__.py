@@ -88,6 +88,7 @@ from versions.services.restore import (
     restore_change_set,
     restore_point,
 )
+from versions.services.retention import over_limit
 from versions.services.revert import (
     REVERT_CHANGED_DELETED,
     REVERT_CONFLICT,
@@ -123,6 +124,7 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "over_limit",
     "DEFAULT_EXPIRY_DAYS",
     "list_agent_tokens",
     "revoke_agent_token",

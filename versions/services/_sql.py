@@ -89,6 +89,7 @@ def _sql(vendor: str) -> dict[str, str]:
     point, change_set = _table(RestorePoint), _table(ChangeSet)
     json_cast = "::jsonb" if vendor == "postgresql" else ""
     app_table, mark = _table(App), _table(ReleaseMark)
+    capture, counter = RestorePoint.CAPTURE, RestorePoint.COUNTER
     # Whether change set ``cs`` is pinned: named, or its app's release.
     set_pinned = (
         f"CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
@@ -111,7 +112,7 @@ def _sql(vendor: str) -> dict[str, str]:
             "ORDER BY p.created_on DESC LIMIT 1)"
             + (
                 f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
-                "AND pinned = %s LIMIT %s) AS capped)"
+                f"AND kind = '{capture}' AND pinned = %s LIMIT %s) AS capped)"
                 if vendor != "postgresql"
                 else ", NULL"
             )
@@ -133,42 +134,64 @@ def _sql(vendor: str) -> dict[str, str]:
         )
 
     return {
-        # The points at or before the (keep + 1)-th newest capture time, and how many are
-        # newer: both found on the retention index alone, so the cost does not grow with
+        # The capture points at or before the (keep + 1)-th newest capture time, and how many
+        # are newer: both found on the retention index alone, so the cost does not grow with
         # the points kept (ordering all of them by id as well would read every row).
+        # Counter-points are not counted (SPEC §17): see "excess_counters".
         "excess_rows": (
             f"WITH cut AS (SELECT created_on AS c FROM {point} WHERE app_id = %s "
-            "AND pinned = %s ORDER BY created_on DESC LIMIT 1 OFFSET %s) "
+            f"AND kind = '{capture}' AND pinned = %s ORDER BY created_on DESC LIMIT 1 OFFSET %s) "
             "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on, "
-            f"(SELECT COUNT(*) FROM {point} WHERE app_id = %s AND pinned = %s "
-            "AND created_on > (SELECT c FROM cut)) "
-            f"FROM {point} WHERE app_id = %s AND pinned = %s "
+            f"(SELECT COUNT(*) FROM {point} WHERE app_id = %s AND kind = '{capture}' "
+            "AND pinned = %s AND created_on > (SELECT c FROM cut)) "
+            f"FROM {point} WHERE app_id = %s AND kind = '{capture}' AND pinned = %s "
             "AND created_on <= (SELECT c FROM cut) ORDER BY created_on DESC, id DESC"
+        ),
+        # The unpinned counter-points of the app's restore sets older than its newest N unnamed
+        # ones (a named set's points are pinned; so are the release's). Only points at or before
+        # the N-th newest set's time are read, on the retention index.
+        "excess_counters": (
+            f"WITH kept AS (SELECT id, created_on FROM {change_set} WHERE app_id = %s "
+            f"AND kind = '{ChangeSet.RESTORE}' AND name = '' "
+            "ORDER BY created_on DESC, id DESC LIMIT %s) "
+            "SELECT p.id, p.previous_blob_id, p.change_set_id, p.artifact_id, p.created_on "
+            f"FROM {point} AS p WHERE p.app_id = %s AND p.kind = '{counter}' AND p.pinned = %s "
+            "AND p.created_on <= (SELECT MIN(created_on) FROM kept) "
+            "AND NOT EXISTS (SELECT 1 FROM kept WHERE kept.id = p.change_set_id) "
+            "ORDER BY p.created_on DESC, p.id DESC"
         ),
         # A set retention emptied goes, then what pointed at a set that is gone is cleared (the
         # foreign keys are checked at commit). No statement needs the previous one's rows, so
-        # on PostgreSQL they travel in one pipeline.
+        # on PostgreSQL they travel in one pipeline. Each finds its rows by the given sets' keys
+        # and each gone set by its primary key: never a scan of every app's sets, as `NOT IN
+        # (SELECT id FROM <all sets>)` was (SPEC §18). No app predicate beside the keys: a
+        # planner could then prefer the app's index and read every set or mark of the app.
         "delete_emptied_sets": (
-            f"DELETE FROM {change_set} WHERE kind = 'change' AND id IN ({{ids}}) "
+            f"DELETE FROM {change_set} WHERE id IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id)"
         ),
         "forget_gone_in_sets": (
             f"UPDATE {change_set} SET restored_from_id = NULL WHERE restored_from_id IN ({{ids}}) "
-            f"AND restored_from_id NOT IN (SELECT id FROM {change_set})"
+            f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
+            f"WHERE gone.id = {change_set}.restored_from_id)"
         ),
         "forget_gone_in_marks": (
             f"UPDATE {mark} SET change_set_id = NULL WHERE change_set_id IN ({{ids}}) "
-            f"AND change_set_id NOT IN (SELECT id FROM {change_set})"
+            f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
+            f"WHERE gone.id = {mark}.change_set_id)"
         ),
         "forget_gone_in_apps": (
-            f"UPDATE {app_table} SET release_set_id = NULL WHERE release_set_id IN ({{ids}}) "
-            f"AND release_set_id NOT IN (SELECT id FROM {change_set})"
+            f"UPDATE {app_table} SET release_set_id = NULL WHERE id = %s "
+            "AND release_set_id IN ({ids}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
+            f"WHERE gone.id = {app_table}.release_set_id)"
         ),
-        "delete_points": f"DELETE FROM {point} WHERE id IN ({{ids}})",
+        "delete_points": f"DELETE FROM {point} WHERE app_id = %s AND id IN ({{ids}})",
         # Retention locks the artifacts whose pruned_until it moves, in one order, before it
         # deletes anything (PostgreSQL).
         "lock_artifacts": (
-            f"SELECT id FROM {artifact} WHERE id IN ({{ids}}) ORDER BY id FOR UPDATE"
+            f"SELECT id FROM {artifact} WHERE app_id = %s AND id IN ({{ids}}) "
+            "ORDER BY id FOR UPDATE"
         ),
         # One pruner per app at a time (PostgreSQL, a transaction-level advisory lock: writers
         # never take it, so it never waits on one).
@@ -176,13 +199,14 @@ def _sql(vendor: str) -> dict[str, str]:
         "pruner_async_commit": "SET LOCAL synchronous_commit TO OFF",
         "pruned_until": (
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
-            "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE id = %s"
+            "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE app_id = %s AND id = %s"
         ),
         # Appends to a set's pruned list (no row when the set is gone with its points).
         "append_pruned": (
-            f"UPDATE {change_set} SET pruned = pruned || %s::jsonb WHERE id = %s"
+            f"UPDATE {change_set} SET pruned = pruned || %s::jsonb WHERE app_id = %s AND id = %s"
             if vendor == "postgresql"
-            else f"UPDATE {change_set} SET pruned = json_insert(pruned{{appends}}) WHERE id = %s"
+            else f"UPDATE {change_set} SET pruned = json_insert(pruned{{appends}}) "
+            "WHERE app_id = %s AND id = %s"
         ),
         # One statement: a blob goes only if, at that moment, nothing references it. The full
         # copies the candidates are deltas against are candidates too; one goes only if every
@@ -205,10 +229,10 @@ def _sql(vendor: str) -> dict[str, str]:
         # read back so a join that PostgreSQL re-checked after waiting for the lock is detected.
         "lock_read": lock_read(grouped=False),
         "lock_read_grouped": lock_read(grouped=True),
-        # The app's unpinned points, counted up to a cap.
+        # The app's unpinned capture points (what retention counts), counted up to a cap.
         "unpinned": (
             f"SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
-            "AND pinned = %s LIMIT %s) AS capped"
+            f"AND kind = '{capture}' AND pinned = %s LIMIT %s) AS capped"
         ),
         # A blob and, for a delta, the full copy it needs: one query.
         "blob": (
@@ -356,8 +380,13 @@ def _set_ref(value: str | None) -> tuple[str, bool] | None:
     return set_id, flag == "pinned"
 
 
+def count_unpinned(app_id: int, cap: int) -> int:
+    """The app's unpinned capture points, counted up to ``cap``."""
+    return int(_run("unpinned", [app_id, False, cap], fetch=True)[0])
+
+
 def count_unpinned_later(app_id: int, cap: int) -> Callable[[], int]:
-    """Count the app's unpinned points (up to ``cap``); in a batch the count costs no round
+    """Count the app's unpinned capture points (up to ``cap``); in a batch the count costs no round
     trip of its own: call the returned function once the batch ended."""
     first_row = _execute_later(_q("unpinned"), [app_id, False, cap])
     return lambda: int(first_row()[0])
@@ -481,6 +510,15 @@ def excess_points(
     return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
 
 
+def excess_counters(
+    app_id: int, restore_sets: int
+) -> list[tuple[str, str | None, str, int, datetime]]:
+    """The app's unpinned counter-points whose restore set is not one of its newest
+    ``restore_sets`` unnamed ones (newest first): (id, blob, set, artifact, time)."""
+    rows = _execute(_q("excess_counters"), [app_id, restore_sets, app_id, False], "all")
+    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows or []]  # type: ignore[misc]
+
+
 # The advisory lock space of retention (any constant; the app's id is the second key).
 _PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
 
@@ -497,50 +535,50 @@ def _pruner_lock(app_id: int) -> list[tuple[str, list[Any]]]:
     ]
 
 
-def lock_artifacts(artifact_ids: list[int]) -> None:
-    """Lock the given artifact rows in id order (PostgreSQL; SQLite holds the write lock).
-    Nothing is read back: in a :func:`batch` the statements after it wait for the locks."""
+def lock_artifacts(app_id: int, artifact_ids: list[int]) -> None:
+    """Lock the given artifact rows of the app in id order (PostgreSQL; SQLite holds the write
+    lock). Nothing is read back: in a :func:`batch` the statements after it wait for the locks."""
     if artifact_ids and _vendor() == "postgresql":
         ordered = sorted(artifact_ids)
-        _execute(_in("lock_artifacts", ordered), ordered)
+        _execute(_in("lock_artifacts", ordered), [app_id, *ordered])
 
 
-def delete_points(point_ids: list[str]) -> None:
-    _execute(_in("delete_points", point_ids), point_ids)
+def delete_points(app_id: int, point_ids: list[str]) -> None:
+    _execute(_in("delete_points", point_ids), [app_id, *point_ids])
 
 
-def advance_pruned_until(newest: dict[int, datetime]) -> None:
+def advance_pruned_until(app_id: int, newest: dict[int, datetime]) -> None:
     """Move each artifact's ``pruned_until`` forward to the given moment (never back)."""
     for artifact_id, when in newest.items():
         at = moment(when)
-        _execute(_q("pruned_until"), [at, at, artifact_id])
+        _execute(_q("pruned_until"), [at, at, app_id, artifact_id])
 
 
-def delete_emptied_change_sets(set_ids: list[str]) -> None:
-    """Delete the change sets among ``set_ids`` left with no point, and clear what pointed at
-    them (a restore set's ``restored_from``, release history, a release mark), as the models'
-    SET_NULL says. Named or release sets are pinned, so retention never empties them."""
-    _execute(_in("delete_emptied_sets", set_ids), set_ids)
-    for name in ("forget_gone_in_sets", "forget_gone_in_marks", "forget_gone_in_apps"):
+def delete_emptied_change_sets(app_id: int, set_ids: list[str]) -> None:
+    """Delete the app's change sets among ``set_ids`` left with no point, and clear what pointed
+    at them (a restore set's ``restored_from``, release history, a release mark), as the
+    models' SET_NULL says. Named or release sets are pinned, so retention never empties them."""
+    for name in ("delete_emptied_sets", "forget_gone_in_sets", "forget_gone_in_marks"):
         _execute(_in(name, set_ids), set_ids)
+    _execute(_in("forget_gone_in_apps", set_ids), [app_id, *set_ids])
 
 
 # Path/value pairs per json_insert call: SQLite allows 127 arguments to a function by default.
 _APPEND_CHUNK = 50
 
 
-def append_pruned(additions: dict[str, list[dict]]) -> None:
+def append_pruned(app_id: int, additions: dict[str, list[dict]]) -> None:
     """Add to each change set's ``pruned`` list the points retention removed from it (a set
     that is gone with all its points is left alone)."""
     postgresql = _vendor() == "postgresql"
     for set_id, entries in additions.items():
         if postgresql:
-            _execute(_q("append_pruned"), [json.dumps(entries), set_id])
+            _execute(_q("append_pruned"), [json.dumps(entries), app_id, set_id])
         else:  # json_insert takes a bounded number of arguments: append in chunks
             for start in range(0, len(entries), _APPEND_CHUNK):
                 chunk = entries[start : start + _APPEND_CHUNK]
                 sql = _q("append_pruned").format(appends=", '$[#]', json(%s)" * len(chunk))
-                _execute(sql, [*(json.dumps(entry) for entry in chunk), set_id])
+                _execute(sql, [*(json.dumps(entry) for entry in chunk), app_id, set_id])
 
 
 def sweep_blobs(candidates: list[str]) -> int:

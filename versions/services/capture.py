@@ -334,7 +334,7 @@ def _write(
 
 
 def _retention_check(
-    app: App, row: _sql.ArtifactRow, keep: int, added_unpinned: bool
+    app: App, row: _sql.ArtifactRow, keep: int, captured: _Captured
 ) -> Callable[[], int] | None:
     """Retention after this capture: the app keeps its newest ``keep`` unpinned points.
 
@@ -344,8 +344,8 @@ def _retention_check(
     function gives it once they ended.
     """
     if row.unpinned is not None:
-        if row.unpinned + (1 if added_unpinned else 0) > keep:
-            retention.prune(app)
+        if row.unpinned + (0 if captured.pinned else 1) > keep:
+            retention.prune(app, protect=[captured.change_set_id])
         return None
     return _sql.count_unpinned_later(app.pk, keep + 1)
 
@@ -405,12 +405,12 @@ def _capture_and_write(
             now=captured.created_on,
             at=at,
         )
-        recount = _retention_check(app, row, keep, not captured.pinned)
+        recount = _retention_check(app, row, keep, captured)
     if recount is not None and recount() > keep:
         if rawsql.outermost():  # the write's transaction is its own: prune once it committed
-            retention.prune_after_commit(app)
+            retention.prune_after_commit(app, protect=[captured.change_set_id])
         else:  # part of a larger transaction (a restore, a test): prune inside it
-            retention.prune(app)
+            retention.prune(app, protect=[captured.change_set_id])
     return WriteReceipt(
         app.slug,
         collection,

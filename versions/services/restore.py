@@ -732,7 +732,7 @@ def _write(
                 by=by,
                 now=now,
             )
-    retention.prune(app)
+    retention.prune_after_restore(app, set_id, restored_from)
     return receipt
 
 

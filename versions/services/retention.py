@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from versions import conf
-from versions.models import App, RestorePoint
+from versions.models import App, ChangeSet, RestorePoint
 from versions.services import _sql
 
 logger = logging.getLogger(__name__)
+
+# Restore sets' ids start with it (SPEC §2: ``rs_<ms>_<rand>``).
+RESTORE_SET_PREFIX = "rs_"
 
 
 def sweep_blobs(candidates: set[str]) -> None:
@@ -48,20 +52,22 @@ def sweep_after_commit(candidates: set[str]) -> None:
     transaction.on_commit(sweep)
 
 
-def prune_after_commit(app: App) -> None:
+def prune_after_commit(app: App, *, protect: Iterable[str] = ()) -> None:
     """Prune the app once the writer's transaction committed, in a transaction of its own.
 
     A top-level writer on PostgreSQL holds only its artifact's lock, and retention moves other
     artifacts' ``pruned_until``: pruning inside the write could wait for another writer that
     waits for it. Alone, the pruner first becomes the app's only one, then locks what it
     touches in one order, so it only ever waits. If it still fails (a writer joined a set it
-    emptied), it gives up: the next write over the limit prunes again.
+    emptied), it gives up: the next write over the limit prunes again. ``protect``: as
+    :func:`prune`.
     """
+    protected = tuple(protect)
 
     def prune_alone() -> None:
         try:
             with transaction.atomic():
-                prune(app, alone=True)
+                prune(app, alone=True, protect=protected)
         except DatabaseError:
             logger.warning("retention of app %s left for the next write", app.slug, exc_info=True)
 
@@ -69,15 +75,57 @@ def prune_after_commit(app: App) -> None:
     transaction.on_commit(prune_alone, robust=True)
 
 
-def prune(app: App, *, alone: bool = False) -> int:
-    """Delete the app's unpinned points beyond the newest N; returns how many went.
+def prune_after_restore(app: App, restore_set_id: str, restored_from: str) -> int:
+    """Retention after a restore (SPEC §17): it never prunes the points of the new restore set,
+    of the set it restored, nor — when that was itself a restore set, i.e. this is an undo — of
+    the set that one restored; so the restore can be undone, and the undo undone."""
+    protect = {restore_set_id, restored_from}
+    if restored_from.startswith(RESTORE_SET_PREFIX):
+        origin = (
+            ChangeSet.objects.filter(app_id=app.pk, id=restored_from)
+            .values_list("restored_from_id", flat=True)
+            .first()
+        )
+        if origin:
+            protect.add(origin)
+    return prune(app, protect=protect, counters=True)
+
+
+def over_limit(app: App) -> bool:
+    """Whether the app keeps more unpinned capture points than its retention limit: a turn
+    larger than the limit is kept whole until the next write (SPEC §18), which the panel says."""
+    keep = conf.points_per_app()
+    return _sql.count_unpinned(app.pk, keep + 1) > keep
+
+
+def prune(
+    app: App, *, alone: bool = False, protect: Iterable[str] = (), counters: bool = False
+) -> int:
+    """Prune the app's unpinned capture points beyond the newest N (``VERSIONS_POINTS_PER_APP``)
+    and, with ``counters`` (after a restore), the counter-points of restore sets that are not
+    among its newest ``VERSIONS_RESTORE_SETS_PER_APP`` unnamed ones; returns how many went.
+
+    ``protect``: sets none of whose points go (the writer's own turn, or a restore's sets):
+    they count against the limit, and retention prunes older points of other sets instead —
+    when only they are left, the app stays over the limit until the next write.
 
     ``alone``: the caller's transaction does nothing else (:func:`prune_after_commit`): it
     waits to be the app's only pruner, its last statements carry the COMMIT, and the blobs it
     leaves unreferenced go with them (a writer re-referencing one meanwhile fails on its
     foreign key at commit, and retries).
     """
-    excess = _sql.excess_points(app.pk, conf.points_per_app(), first=alone)
+    protected = set(protect)
+    excess = [
+        row
+        for row in _sql.excess_points(app.pk, conf.points_per_app(), first=alone)
+        if row[2] not in protected
+    ]
+    if counters:
+        excess += [
+            row
+            for row in _sql.excess_counters(app.pk, conf.restore_sets_per_app())
+            if row[2] not in protected
+        ]
     if not excess:
         return 0
     by_set: dict[str, list[dict]] = {}
@@ -88,16 +136,17 @@ def prune(app: App, *, alone: bool = False) -> int:
             newest_pruned[artifact_id] = created_on
     blobs = {row[1] for row in excess if row[1]}
     with _sql.batch(commit=alone):  # none of these needs the one before's rows
-        _sql.lock_artifacts(list(newest_pruned))
-        _sql.delete_points([row[0] for row in excess])
+        _sql.lock_artifacts(app.pk, list(newest_pruned))
+        _sql.delete_points(app.pk, [row[0] for row in excess])
         # pruned_until only ever moves forward (a point pinned for a while and pruned later
         # is older than what was pruned before it).
-        _sql.advance_pruned_until(newest_pruned)
-        # A change set left with no points is gone with them (named or release sets are
-        # pinned, so never emptied); one that lost some keeps the list, so Restore all can
-        # say which artifact's state before the turn was pruned.
-        _sql.delete_emptied_change_sets(sorted(by_set))
-        _sql.append_pruned(by_set)
+        _sql.advance_pruned_until(app.pk, newest_pruned)
+        # A set left with no points is gone with them (named or release sets are pinned, so
+        # never emptied; a restore set loses its counter-points all at once): never listed as
+        # restorable. One that lost some keeps the list, so Restore all can say which
+        # artifact's state before the turn was pruned.
+        _sql.delete_emptied_change_sets(app.pk, sorted(by_set))
+        _sql.append_pruned(app.pk, by_set)
         if alone:
             _sql.sweep_blobs(sorted(blobs))
         else:
@@ -112,13 +161,17 @@ def refresh_pins(*, set_ids: list[str] | None = None, point_ids: list[str] | Non
         points = points.filter(change_set_id__in=set_ids)
     if point_ids is not None:
         points = points.filter(id__in=point_ids)
-    release_ids = [
-        rid
-        for rid in App.objects.filter(release_set__isnull=False).values_list(
-            "release_set_id", flat=True
-        )
-        if rid
-    ]
+    # Only the sets involved can be a release: never read every app's mark (SPEC §18).
+    involved = (
+        list(set_ids)
+        if set_ids is not None
+        else list(points.values_list("change_set_id", flat=True).distinct())
+    )
+    release_ids = list(
+        App.objects.filter(release_set_id__in=involved)
+        .order_by()
+        .values_list("release_set_id", flat=True)
+    )
     pinned_q = ~Q(name="") | ~Q(change_set__name="") | Q(change_set_id__in=release_ids)
     points.filter(pinned_q).exclude(pinned=True).update(pinned=True)
     points.exclude(pinned_q).exclude(pinned=False).update(pinned=False)
