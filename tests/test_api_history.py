@@ -232,3 +232,11 @@ def test_the_unified_diff_matches_difflib():
         difflib.unified_diff(old.splitlines(True), new.splitlines(True), "a", "b")
     ).replace("tail", "tail\n\\ No newline at end of file\n")
     assert ours == theirs
+
+
+def test_the_panel_shows_the_message_escaped_under_the_set_id(app, admin_client):
+    services.write_artifact(
+        app, "pltf_page", "index", "x", requested_by="a", tool="t", message="<b>Fix</b> it"
+    )
+    page = admin_client.get("/apps/quotes/versions/").content.decode()
+    assert "&lt;b&gt;Fix&lt;/b&gt; it" in page and "<b>Fix</b>" not in page

@@ -399,7 +399,6 @@ class _Who:
         )
 
 
-
 def _capture_and_write(
     app: App,
     row: _sql.ArtifactRow,
