@@ -98,9 +98,7 @@ def test_the_members_tab_is_for_owners_only(app, apps):
     assert "already a member" in added.content.decode()
 
 
-def test_a_token_never_acts_beyond_its_users_role_a_reviewer_writes_but_may_not_restore(
-    app, apps
-):
+def test_a_token_never_acts_beyond_its_users_role_a_reviewer_writes_but_may_not_restore(app, apps):
     # An owner's token, and then the owner is made a reviewer: the token follows the role.
     User.objects.create_user("rev", password=None)
     membership = services.add_member(app, role="owner", username="rev", by="setup")

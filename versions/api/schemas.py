@@ -20,11 +20,8 @@ SHA256_DESCRIPTION = (
 ID_MAX = 200
 MESSAGE_MAX = 2000
 
-
-def stated(**rules: Any) -> dict[str, Any]:
-    """Rules the OpenAPI document states while the services check them and answer in words
-    (400, with the field): e.g. ``stated(maxLength=200)``."""
-    return {"json_schema_extra": rules}
+# Rules given as json_schema_extra are stated in the OpenAPI document while the services check
+# them and answer in words (400, with the field), as for every other write input.
 
 
 MESSAGE_DESCRIPTION = (
@@ -116,14 +113,18 @@ class WriteIn(Schema):
 
     source: str = Field(description="The whole new source text (UTF-8, no NUL).")
     expected_sha256: str | None = Field(
-        None, description=SHA256_DESCRIPTION, **stated(pattern=SHA256_PATTERN)
+        None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
     )
-    requested_by: str | None = Field(None, description="Who asked.", **stated(maxLength=ID_MAX))
-    tool: str | None = Field(None, description="Which tool writes.", **stated(maxLength=ID_MAX))
-    run_id: str | None = Field(None, **stated(maxLength=ID_MAX))
-    turn_id: str | None = Field(None, **stated(maxLength=ID_MAX))
+    requested_by: str | None = Field(
+        None, description="Who asked.", json_schema_extra={"maxLength": ID_MAX}
+    )
+    tool: str | None = Field(
+        None, description="Which tool writes.", json_schema_extra={"maxLength": ID_MAX}
+    )
+    run_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    turn_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
     message: str | None = Field(
-        None, description=MESSAGE_DESCRIPTION, **stated(maxLength=MESSAGE_MAX)
+        None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
     )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
@@ -135,7 +136,9 @@ class WriteIn(Schema):
 class DescribeIn(Schema):
     """The body of PATCH /change-sets/{id}: the set's message."""
 
-    message: str = Field(description=MESSAGE_DESCRIPTION, **stated(maxLength=MESSAGE_MAX))
+    message: str = Field(
+        description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+    )
 
 
 class DescribedOut(Schema):
@@ -146,14 +149,14 @@ class DescribedOut(Schema):
 
 class DeleteQuery(Schema):
     expected_sha256: str | None = Field(
-        None, description=SHA256_DESCRIPTION, **stated(pattern=SHA256_PATTERN)
+        None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
     )
-    requested_by: str | None = Field(None, **stated(maxLength=ID_MAX))
-    tool: str | None = Field(None, **stated(maxLength=ID_MAX))
-    run_id: str | None = Field(None, **stated(maxLength=ID_MAX))
-    turn_id: str | None = Field(None, **stated(maxLength=ID_MAX))
+    requested_by: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    tool: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    run_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    turn_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
     message: str | None = Field(
-        None, description=MESSAGE_DESCRIPTION, **stated(maxLength=MESSAGE_MAX)
+        None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
     )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
@@ -330,7 +333,7 @@ class HistoryQuery(Schema):
 class AtQuery(Schema):
     at: str | None = Field(
         None,
-        **stated(pattern=REF_PATTERN),
+        json_schema_extra={"pattern": REF_PATTERN},
         description=(
             "Read the source at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
             "(just before that point). production and dp_… need environments (404 for now)."

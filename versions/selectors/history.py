@@ -236,7 +236,7 @@ def unified_diff(old: str, new: str, old_label: str, new_label: str) -> str:
     if old == new:
         return ""
     a, b = _split(old), _split(new)
-    matcher = difflib.SequenceMatcher(None, [], [])
+    matcher: difflib.SequenceMatcher[str] = difflib.SequenceMatcher(None, [], [])
     matcher.opcodes = _opcodes(a, b)  # type: ignore[attr-defined]
     out = [f"--- {old_label}\n", f"+++ {new_label}\n"]
     for group in matcher.get_grouped_opcodes(DIFF_CONTEXT):

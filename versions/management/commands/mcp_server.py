@@ -33,9 +33,9 @@ def _check_database() -> None:
     (opening a missing SQLite file would create an empty one)."""
     db = settings.DATABASES["default"]
     name = str(db.get("NAME") or "")
-    if db["ENGINE"].endswith("sqlite3") and name and not name.startswith("file:"):
-        if name != ":memory:" and not os.path.exists(name):
-            raise CommandError(NO_DATABASE.format(name=name))
+    sqlite_file = db["ENGINE"].endswith("sqlite3") and name not in ("", ":memory:")
+    if sqlite_file and not name.startswith("file:") and not os.path.exists(name):
+        raise CommandError(NO_DATABASE.format(name=name))
 
 
 class Command(BaseCommand):
