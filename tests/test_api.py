@@ -272,7 +272,7 @@ def test_source_over_10_mib_answers_413_json(api, app):
     big = "a" * (10 * 1024 * 1024 + 1)
     response = api.put(f"{ART}/pltf_page/index", {"source": big})
     assert response.status_code == 413
-    assert response["Content-Type"].startswith("application/json")
+    assert response["Content-Type"].startswith("application/problem+json")
     assert response.json()["error"] == "too_large"
     assert not Artifact.objects.filter(deleted=False).exists()
 

@@ -21,7 +21,7 @@ def api(app) -> ApiClient:
 def test_an_unknown_endpoint_answers_json_404_naming_it(api, path):
     response = api.get(path)
     assert response.status_code == 404
-    assert response["Content-Type"].startswith("application/json")
+    assert response["Content-Type"].startswith("application/problem+json")
     body = response.json()
     assert body["error"] == "not_found"
     assert f"GET /api/v1{path}" in body["message"]
@@ -40,7 +40,7 @@ def test_an_unknown_endpoint_answers_json_without_a_token_or_csrf_token_too():
 def test_a_method_a_route_does_not_take_answers_json_405_with_allow(api):
     response = api.post("/apps/quotes/artifacts", {})
     assert response.status_code == 405
-    assert response["Content-Type"].startswith("application/json")
+    assert response["Content-Type"].startswith("application/problem+json")
     assert "GET" in response["Allow"]
     body = response.json()
     assert body["error"] == "method_not_allowed"

@@ -32,6 +32,10 @@ TOOLS = {
     "list_change_sets",
     "restore_change_set",
     "revert_change_set",
+    "edit_artifact",
+    "describe_change_set",
+    "artifact_history",
+    "diff_change_set",
 }
 
 
@@ -382,3 +386,107 @@ def test_revert_over_mcp_takes_back_one_turn_and_keeps_the_later_one(site):
         assert hints[name][0] is True and hints[name][2] is False, name
     for name in ("list_artifacts", "read_artifact", "list_change_sets"):
         assert hints[name][1] is True and hints[name][2] is False, name
+
+
+def test_mcp_reads_history_edits_describes_and_offers_resources(site):
+    async def script(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        tools = (await session.list_tools()).tools
+        out["tools"] = {t.name: t for t in tools}
+        _, page = await call(session, "read_artifact", collection="pltf_page", name="index")
+        out["edit"] = await call(
+            session,
+            "edit_artifact",
+            collection="pltf_page",
+            name="index",
+            old_text=page["source"][:10],
+            new_text="EDITED",
+            expected_sha256=page["sha256"],
+            message="Edited the start of the page",
+        )
+        out["missing"] = await call(
+            session,
+            "edit_artifact",
+            collection="pltf_page",
+            name="index",
+            old_text="no such text anywhere",
+            new_text="x",
+        )
+        set_id = out["edit"][1]["changeSetId"]
+        out["describe"] = await call(
+            session, "describe_change_set", set_id=set_id, message="Turn: edit the page"
+        )
+        out["history"] = await call(
+            session, "artifact_history", collection="pltf_page", name="index"
+        )
+        out["then"] = await call(
+            session,
+            "read_artifact",
+            collection="pltf_page",
+            name="index",
+            at=out["edit"][1]["restorePointId"],
+        )
+        out["diff"] = await call(session, "diff_change_set", set_id=set_id)
+        out["wrong_type"] = await call(
+            session, "artifact_history", collection="pltf_page", name="index", page="many"
+        )
+        templates = await session.list_resource_templates()
+        out["templates"] = [t.uri_template for t in templates.resource_templates]
+        read = await session.read_resource(f"versions://{SLUG}/pltf_page/index")
+        out["resource"] = read.contents[0].text
+        out["page"] = page
+        return out
+
+    out = run_session(site, site["token"], script)
+    for tool in out["tools"].values():
+        assert tool.title and tool.output_schema is not None
+    assert out["tools"]["edit_artifact"].annotations.destructive_hint is True
+    assert out["tools"]["artifact_history"].annotations.read_only_hint is True
+    error, receipt = out["edit"]
+    assert not error and receipt["linesAdded"] >= 1
+    error, refused = out["missing"]
+    assert error and "does not occur" in refused["message"]
+    assert out["describe"][1]["message"] == "Turn: edit the page"
+    items = out["history"][1]["items"]
+    assert items[0]["id"] == receipt["restorePointId"]
+    assert (
+        items[0]["written_by"].startswith("token:") and items[0]["message"] == "Turn: edit the page"
+    )
+    assert out["then"][1]["source"] == out["page"]["source"]
+    assert "+EDITED" in out["diff"][1]["diff"]
+    assert out["wrong_type"][0] is True
+    assert "versions://{slug}/{collection}/{name}" in out["templates"]
+    assert out["resource"].startswith("EDITED")
+
+
+def test_server_info_version_is_the_package_version(site):
+    from importlib.metadata import version
+
+    async def script(session: ClientSession) -> Any:
+        return session  # the initialize result is kept by the test below
+
+    params_ = params(site, site["token"])
+
+    async def main() -> Any:
+        async with (
+            stdio_client(params_) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            result = await session.initialize()
+            return result.server_info.version
+
+    assert anyio.run(main) == version("versions")
+
+
+def test_a_missing_database_is_one_line_and_leaves_no_file(tmp_path):
+    db_file = tmp_path / "nothing.sqlite3"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{db_file}",
+        "DJANGO_SETTINGS_MODULE": "versions_site.settings",
+    }
+    done = manage(env, "mcp_server", "--app", SLUG, "--token", "vt_x", check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stdout == ""
+    assert not db_file.exists()

@@ -20,7 +20,8 @@ import json
 import logging
 import unicodedata
 from collections.abc import Callable
-from typing import Annotated, Any
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any, Literal
 
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
@@ -65,6 +66,41 @@ RunId = Annotated[
     str | None,
     Field(description="Group writes into one change set; defaults to one per MCP session."),
 ]
+Message = Annotated[
+    str | None,
+    Field(
+        description=(
+            "What you were asked or did, like a commit message (at most 2,000 characters): "
+            "the change set keeps the first message its writes give."
+        )
+    ),
+]
+# Every tool answers a JSON object (its structuredContent).
+OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+TITLES = {
+    "list_artifacts": "List artifacts",
+    "read_artifact": "Read an artifact (now or at a ref)",
+    "write_artifact": "Write an artifact",
+    "edit_artifact": "Edit part of an artifact",
+    "delete_artifact": "Delete an artifact",
+    "list_change_sets": "List change sets",
+    "describe_change_set": "Describe a change set",
+    "artifact_history": "An artifact's history",
+    "diff_change_set": "A change set's diff",
+    "restore_change_set": "Restore all of a change set",
+    "revert_change_set": "Revert this set",
+}
+RESOURCE_TEMPLATE = "versions://{slug}/{collection}/{name}"
+
+
+def package_version() -> str:
+    """The installed package's version, for ``serverInfo.version``."""
+    try:
+        return version("versions")
+    except PackageNotFoundError:
+        return "0"
+
+
 TurnId = Annotated[
     str | None,
     Field(
@@ -160,7 +196,9 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         finally:
             close_old_connections()
 
-    server = MCPServer(name="versions", instructions=INSTRUCTIONS)
+    server = MCPServer(
+        name="versions", title="Versions", instructions=INSTRUCTIONS, version=package_version()
+    )
     # Hints true to what each tool does (SPEC §15): reads are read-only; writes, deletes,
     # restores and reverts change the app (each behind a restore point, but they do change it);
     # no tool reaches outside this app.
@@ -181,16 +219,50 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         return call(body)
 
     @server.tool(annotations=read_only)
-    def read_artifact(collection: Collection, name: Name) -> CallToolResult:
-        """Read one artifact: its source and its sha256 (pass it as expected_sha256 to write)."""
+    def read_artifact(
+        collection: Collection,
+        name: Name,
+        at: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "Read it at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
+                    "(just before that point)."
+                )
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        """Read one artifact: its source and its sha256 (pass it as expected_sha256 to write),
+        now or at a ref."""
 
         def body() -> dict[str, Any]:
             _actor, app = authorise()
             services.validate_collection(collection)
             services.validate_name(name)
+            if at is not None:
+                return selectors.artifact_at(app, collection, name, at)
             return selectors.read_artifact(app, collection, name)
 
-        return call(body, collection, name)
+        return call(body, collection, name, at)
+
+    @server.resource(
+        RESOURCE_TEMPLATE,
+        name="artifact",
+        title="An artifact's source",
+        description="The current source of an artifact of this app.",
+        mime_type="text/plain",
+    )
+    def artifact_resource(slug: str, collection: str, name: str) -> str:
+        close_old_connections()
+        try:
+            _actor, app = authorise()
+            if slug != app.slug:
+                raise InvalidInput(f"This server serves app “{app.slug}” only, not “{slug}”.")
+            services.validate_collection(collection)
+            services.validate_name(name)
+            return str(selectors.read_artifact(app, collection, name)["source"])
+        finally:
+            close_old_connections()
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -205,6 +277,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         expected_sha256: Expected = None,
         run_id: RunId = None,
         turn_id: TurnId = None,
+        message: Message = None,
     ) -> CallToolResult:
         """Write an artifact's whole source. Its previous state is captured as a restore point
         first. Refused, with the current sha256, if expected_sha256 is stale."""
@@ -222,6 +295,44 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 run_id=session_run(run_id, turn_id),
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
+                message=message,
+            )
+            return receipt.as_dict()
+
+        return call(body, collection, name, expected_sha256, run_id, turn_id)
+
+    @server.tool(annotations=changes_app)
+    def edit_artifact(
+        collection: Collection,
+        name: Name,
+        old_text: Annotated[
+            str, Field(description="The exact text to replace; it must occur exactly once.")
+        ],
+        new_text: Annotated[str, Field(description="What replaces it.")],
+        ctx: Context,
+        expected_sha256: Expected = None,
+        run_id: RunId = None,
+        turn_id: TurnId = None,
+        message: Message = None,
+    ) -> CallToolResult:
+        """Replace one exact, unique piece of an artifact's source (old_text → new_text),
+        captured like any write. Refused in words when old_text is missing or not unique."""
+        tool = client_tool_name(ctx)
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise(services.WRITE)
+            receipt = services.edit_artifact(
+                app,
+                collection,
+                name,
+                old_text,
+                new_text,
+                actor=actor,
+                tool=tool,
+                run_id=session_run(run_id, turn_id),
+                turn_id=turn_id,
+                expected_sha256=expected_sha256,
+                message=message,
             )
             return receipt.as_dict()
 
@@ -235,6 +346,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         expected_sha256: Expected = None,
         run_id: RunId = None,
         turn_id: TurnId = None,
+        message: Message = None,
     ) -> CallToolResult:
         """Delete an artifact: it becomes a tombstone behind a restore point (restorable)."""
         tool = client_tool_name(ctx)
@@ -250,10 +362,67 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 run_id=session_run(run_id, turn_id),
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
+                message=message,
             )
             return receipt.as_dict()
 
         return call(body, collection, name, expected_sha256, run_id, turn_id)
+
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=True, open_world_hint=False))
+    def describe_change_set(
+        set_id: Annotated[str, Field(description="The change set: cs_… (or rs_…).")],
+        message: Annotated[
+            str, Field(description="What the turn was asked or did (at most 2,000 characters).")
+        ],
+    ) -> CallToolResult:
+        """Set a change set's message: what the turn was asked or did, shown to the person who
+        reviews it."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise(services.WRITE)
+            return services.describe_change_set(set_id, message, actor=actor, app=app).as_dict()
+
+        return call(body, set_id)
+
+    @server.tool(annotations=read_only)
+    def artifact_history(
+        collection: Collection,
+        name: Name,
+        page: Annotated[int, Field(ge=1, description="Page number, from 1.")] = 1,
+        per_page: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> CallToolResult:
+        """An artifact's restore points, newest first: who asked, who really wrote, the tool,
+        hashes, line counts, and the change set with its message."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            services.validate_collection(collection)
+            services.validate_name(name)
+            return selectors.artifact_history(app, collection, name, page=page, per_page=per_page)
+
+        return call(body, collection, name)
+
+    @server.tool(annotations=read_only)
+    def diff_change_set(
+        set_id: Annotated[str, Field(description="The change set: cs_… or rs_….")],
+        view: Annotated[
+            Literal["set", "now"],
+            Field(description="set: what the set did; now: from before it to now."),
+        ] = "set",
+    ) -> CallToolResult:
+        """A change set's diff as unified diff text (check what a turn did before asking a
+        person to keep it)."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            change_set = selectors.change_set_row(app, set_id)
+            return {
+                "set_id": change_set.id,
+                "view": view,
+                "diff": selectors.set_diff(change_set, view),
+            }
+
+        return call(body, set_id)
 
     @server.tool(annotations=read_only)
     def list_change_sets(
@@ -303,4 +472,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
         return restore_tool(services.REVERT, set_id, dry_run, expected)
 
+    for tool in server._tool_manager._tools.values():
+        tool.title = TITLES.get(tool.name, tool.title)
+        tool.fn_metadata.output_schema = OUTPUT_SCHEMA
     return server

@@ -383,6 +383,13 @@ class ChangeSet(models.Model):
         blank=True,
         help_text="Points of this set removed by retention: [{pointId, artifactId}].",
     )
+    message = models.TextField(
+        blank=True,
+        default="",
+        db_default="",
+        help_text="What the agent was asked or did (SPEC §15): the first message its writes "
+        "gave, or one it set since; at most 2,000 characters.",
+    )
 
     class Meta:
         ordering = ["-created_on", "-id"]
@@ -443,6 +450,14 @@ class RestorePoint(models.Model):
     )
     new_sha256 = models.CharField(max_length=64, blank=True, help_text='"" when deleted.')
     requested_by = models.CharField(max_length=150, blank=True)
+    written_by = models.CharField(
+        max_length=400,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Who really wrote it (SPEC §15): user:<name>, token:<prefix>… of <user>, "
+        "or command:<name>, beside the claimed requested_by.",
+    )
     tool = models.CharField(max_length=200, blank=True)
     created_on = models.DateTimeField()
     lines_added = models.PositiveIntegerField(default=0)

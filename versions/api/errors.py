@@ -1,8 +1,11 @@
 """The agent API's answers other than success: the one error → status table (SPEC §12) and the
-handlers that turn every failure into JSON ``{"error": "<code>", "message": "<words>"}``."""
+handlers that turn every failure into RFC 9457 problem details (``application/problem+json``:
+``type``, ``title``, ``status``, ``detail``) that keep ``{"error": "<code>", "message":
+"<words>"}`` and the keys of SPEC §4 and §7 as extension members (SPEC §15)."""
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
@@ -48,6 +51,36 @@ ERROR_STATUS: tuple[tuple[type[VersionsError], int], ...] = (
 )
 
 
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+# Problem types are told apart by their ``error`` code; "about:blank" says the type adds nothing
+# beyond the status, whose phrase is the title (RFC 9457 §4.2.1).
+PROBLEM_TYPE = "about:blank"
+
+
+def problem_body(status: int, code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """An RFC 9457 problem: its members, then ``error``, ``message`` and the extra keys."""
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    return {
+        "type": PROBLEM_TYPE,
+        "title": title,
+        "status": status,
+        "detail": message,
+        "error": code,
+        "message": message,
+        **extra,
+    }
+
+
+def problem(api: NinjaAPI, request: HttpRequest, body: dict[str, Any], status: int) -> HttpResponse:
+    """The response of a problem ``body`` (see :func:`problem_body`)."""
+    response = api.create_response(request, body, status=status)
+    response["Content-Type"] = PROBLEM_CONTENT_TYPE
+    return response
+
+
 def status_of(exc: VersionsError) -> int:
     """The HTTP status of a service error, from :data:`ERROR_STATUS`."""
     return next(status for cls, status in ERROR_STATUS if isinstance(exc, cls))
@@ -64,15 +97,22 @@ class ApiError(Exception):
         self.extra = extra
 
 
+def _where(loc: Any) -> list[str]:
+    """Where a validation error is: ``["body", "source"]``, not ninja's ``["body", "body",
+    "source"]`` (the second part is the view's argument, which a client never sees)."""
+    parts = [str(part) for part in loc]
+    if parts[:2] == ["body", "body"]:
+        parts = ["body", *parts[2:]]
+    return parts
+
+
 def install(api: NinjaAPI) -> None:
     """Register every handler on ``api``."""
 
     def error(
         request: HttpRequest, status: int, code: str, message: str, **extra: Any
     ) -> HttpResponse:
-        return api.create_response(
-            request, {"error": code, "message": message, **extra}, status=status
-        )
+        return problem(api, request, problem_body(status, code, message, **extra), status)
 
     def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
         return error(request, exc.status, exc.code, exc.message, **exc.extra)
@@ -80,7 +120,9 @@ def install(api: NinjaAPI) -> None:
     def on_versions_error(request: HttpRequest, exc: VersionsError) -> HttpResponse:
         status = status_of(exc)
         if isinstance(exc, PreflightFailed):
-            return api.create_response(request, exc.answer(), status=status)
+            answer = exc.answer()
+            body = problem_body(status, exc.code, exc.message)
+            return problem(api, request, {**body, **answer}, status)
         if isinstance(exc, StaleWrite):
             return error(request, status, exc.code, exc.message, current_sha256=exc.current_sha256)
         extra = {"field": exc.field} if isinstance(exc, InvalidInput) and exc.field else {}
@@ -91,16 +133,11 @@ def install(api: NinjaAPI) -> None:
 
     def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         details = [
-            {
-                "loc": [str(part) for part in err.get("loc", ())],
-                "msg": str(err.get("msg", "")),
-            }
+            {"loc": _where(err.get("loc", ())), "msg": str(err.get("msg", ""))}
             for err in exc.errors
         ]
         first = details[0] if details else {"loc": [], "msg": "invalid"}
         loc = first["loc"]
-        if loc[:1] == ["body"] and len(loc) > 2:  # ["body", <the view's argument>, field, …]
-            loc = ["body", *loc[2:]]
         where = ".".join(loc) or "request"
         return error(request, 422, "validation_error", f"{where}: {first['msg']}", details=details)
 

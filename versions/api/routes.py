@@ -22,15 +22,22 @@ from ninja.renderers import JSONRenderer
 from ninja.security import HttpBearer
 
 from versions import selectors, services
-from versions.api.errors import ApiError, install
+from versions.api.errors import ApiError, install, problem, problem_body
 from versions.api.schemas import (
     ERRORS,
+    ArtifactAtOut,
+    ArtifactHistory,
     ArtifactList,
     ArtifactOut,
+    AtQuery,
     ChangeSetDetail,
     ChangeSetPage,
     DeleteQuery,
+    DescribedOut,
+    DescribeIn,
+    HistoryQuery,
     PageQuery,
+    PointDetail,
     RestorePointIn,
     RestoreReceiptOut,
     RestoreSetIn,
@@ -47,6 +54,14 @@ IF_MATCH_FAILED = (
     "If-Match {given} does not match the current ETag {current}. Nothing was written; "
     "read it again and retry."
 )
+IF_MATCH_WEAK = (
+    " A weak tag (W/…) never matches a write's precondition: send the strong ETag you read."
+)
+IF_NONE_MATCH_EXISTS = (
+    "If-None-Match {given}: the {collection} “{name}” exists (ETag {current}), and this PUT "
+    "only creates. Nothing was written."
+)
+DIFF_MEDIA_TYPE = "text/x-diff; charset=utf-8"
 
 
 class _Utf8Json(JSONRenderer):
@@ -94,13 +109,68 @@ def _actor(request: HttpRequest) -> services.Actor:
 def _error(
     request: HttpRequest, status: int, code: str, message: str, **extra: Any
 ) -> HttpResponse:
-    return api.create_response(request, {"error": code, "message": message, **extra}, status=status)
+    return problem(api, request, problem_body(status, code, message, **extra), status)
+
+
+# Headers the OpenAPI document states (SPEC §15).
+_ETAG_OUT = {
+    "ETag": {
+        "description": 'The sha256 of the source, quoted: "<sha256>".',
+        "schema": {"type": "string"},
+    }
+}
+_IF_NONE_MATCH_GET = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "description": "An ETag you hold (or *): 304 Not Modified when it is still current.",
+    "schema": {"type": "string"},
+}
+_IF_MATCH = {
+    "name": "If-Match",
+    "in": "header",
+    "required": False,
+    "description": "Write only if the current ETag is one of these (strong comparison; a "
+    "weak W/ tag never matches): else 412.",
+    "schema": {"type": "string"},
+}
+_IF_NONE_MATCH_PUT = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "description": "* : create only (412 when the artifact exists); tags: 412 when one is "
+    "the current ETag.",
+    "schema": {"type": "string"},
+}
+
+
+def _entity_tags(header: str) -> list[tuple[bool, str]]:
+    """The entity tags of an If-Match / If-None-Match header as (weak, opaque value)."""
+    tags = []
+    for part in header.split(","):
+        tag = part.strip()
+        weak = tag.startswith("W/")
+        if weak:
+            tag = tag[2:]
+        tag = tag.strip('"')
+        if tag:
+            tags.append((weak, tag))
+    return tags
+
+
+def _none_match(header: str | None, current: str | None) -> bool:
+    """Whether an If-None-Match header matches the current tag (weak comparison, RFC 9110
+    §13.1.2): ``*`` matches any existing representation."""
+    if header is None or current is None:
+        return False
+    return any(tag == "*" or tag == current for _weak, tag in _entity_tags(header))
 
 
 # --- artifacts ----------------------------------------------------------------------------
 
 
-@api.get(
+@api.api_operation(
+    ["GET", "HEAD"],
     "/apps/{slug}/artifacts",
     response={200: ArtifactList, **ERRORS},
     summary="List an app's artifacts",
@@ -120,31 +190,57 @@ def _validate_target(collection: str, name: str) -> None:
     services.validate_name(name)
 
 
-@api.get(
+@api.api_operation(
+    ["GET", "HEAD"],
     "/apps/{slug}/artifacts/{collection}/{name}",
-    response={200: ArtifactOut, **ERRORS},
-    summary="Read an artifact (ETag: its sha256)",
+    response={200: ArtifactOut | ArtifactAtOut, 304: None, **ERRORS},
+    summary="Read an artifact (ETag: its sha256), now or at a ref (?at=)",
     tags=["artifacts"],
+    openapi_extra={
+        "parameters": [_IF_NONE_MATCH_GET],
+        "responses": {
+            200: {"headers": _ETAG_OUT},
+            304: {"description": "Not Modified", "headers": _ETAG_OUT},
+        },
+    },
 )
 def get_artifact(
-    request: HttpRequest, response: HttpResponse, slug: str, collection: str, name: str
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: str,
+    collection: str,
+    name: str,
+    params: Query[AtQuery],
 ) -> Any:
     app = services.app_for(slug, actor=_actor(request))
     _validate_target(collection, name)
-    data = selectors.read_artifact(app, collection, name)
+    if params.at is not None:
+        data = selectors.artifact_at(app, collection, name, params.at)
+    else:
+        data = selectors.read_artifact(app, collection, name)
+    if _none_match(request.headers.get("If-None-Match"), data["sha256"]):
+        not_modified = HttpResponse(status=304)
+        not_modified["ETag"] = f'"{data["sha256"]}"'
+        return not_modified
     response["ETag"] = f'"{data["sha256"]}"'
     return data
 
 
-def _parse_if_match(header: str) -> list[str]:
-    """The entity tags of an If-Match header; ``["*"]`` for any."""
-    tags = []
-    for part in header.split(","):
-        tag = part.strip()
-        if tag.startswith("W/"):
-            tag = tag[2:]
-        tags.append(tag.strip('"'))
-    return [t for t in tags if t]
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/apps/{slug}/artifacts/{collection}/{name}/history",
+    response={200: ArtifactHistory, **ERRORS},
+    summary="An artifact's restore points, newest first (who asked, who wrote, hashes)",
+    tags=["history"],
+)
+def get_artifact_history(
+    request: HttpRequest, slug: str, collection: str, name: str, params: Query[HistoryQuery]
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    _validate_target(collection, name)
+    return selectors.artifact_history(
+        app, collection, name, page=params.page, per_page=params.per_page
+    )
 
 
 def _expected_from_if_match(
@@ -154,19 +250,46 @@ def _expected_from_if_match(
     header = request.headers.get("If-Match")
     if header is None:
         return None, False
-    current = selectors.artifact_shas(app, [f"{collection}/{name}"]).get(f"{collection}/{name}")
-    current = current or None  # a tombstone matches no tag
-    tags = _parse_if_match(header)
-    if current is not None and ("*" in tags or current in tags):
+    current = _current_sha(app, collection, name)
+    tags = _entity_tags(header)
+    # Strong comparison (RFC 9110 §13.1.1): a weak tag never matches.
+    if current is not None and any(
+        not weak and (tag == "*" or tag == current) for weak, tag in tags
+    ):
         return current, True
-    raise ApiError(
-        412,
-        "precondition_failed",
-        IF_MATCH_FAILED.format(
-            given=header[:100], current=f'"{current}"' if current else "(none: it does not exist)"
-        ),
-        current_sha256=current or "",
+    message = IF_MATCH_FAILED.format(
+        given=header[:100], current=f'"{current}"' if current else "(none: it does not exist)"
     )
+    if any(weak for weak, _tag in tags):
+        message += IF_MATCH_WEAK
+    raise ApiError(412, "precondition_failed", message, current_sha256=current or "")
+
+
+def _current_sha(app: Any, collection: str, name: str) -> str | None:
+    """The artifact's current sha256, or None when it does not exist (or is a tombstone)."""
+    key = f"{collection}/{name}"
+    return selectors.artifact_shas(app, [key]).get(key) or None
+
+
+def _create_only(request: HttpRequest, app: Any, collection: str, name: str) -> bool:
+    """``If-None-Match`` on a write: ``*`` means create only (True: pin "absent"); tags refuse
+    the write when one is the current ETag. 412 in words when it exists / matches."""
+    header = request.headers.get("If-None-Match")
+    if header is None:
+        return False
+    tags = _entity_tags(header)
+    create_only = any(tag == "*" for _weak, tag in tags)
+    current = _current_sha(app, collection, name)
+    if current is not None and (create_only or any(tag == current for _w, tag in tags)):
+        raise ApiError(
+            412,
+            "precondition_failed",
+            IF_NONE_MATCH_EXISTS.format(
+                given=header[:100], collection=collection, name=name, current=f'"{current}"'
+            ),
+            current_sha256=current,
+        )
+    return create_only
 
 
 def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> StaleWrite:
@@ -181,6 +304,10 @@ def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> Stal
     response={200: WriteReceiptOut, 201: WriteReceiptOut, **ERRORS},
     summary="Write an artifact (captured as a restore point first)",
     tags=["artifacts"],
+    openapi_extra={
+        "parameters": [_IF_MATCH, _IF_NONE_MATCH_PUT],
+        "responses": {200: {"headers": _ETAG_OUT}, 201: {"headers": _ETAG_OUT}},
+    },
 )
 def put_artifact(
     request: HttpRequest,
@@ -194,6 +321,8 @@ def put_artifact(
     app = services.app_for(slug, actor=actor, action=services.WRITE)
     _validate_target(collection, name)
     pinned, if_match = _expected_from_if_match(request, app, collection, name)
+    if _create_only(request, app, collection, name):
+        pinned, if_match = "", True
     expected = body.expected_sha256 if body.expected_sha256 is not None else pinned
     try:
         receipt = services.write_artifact(
@@ -207,6 +336,7 @@ def put_artifact(
             turn_id=body.turn_id,
             expected_sha256=expected,
             actor=actor,
+            message=body.message,
         )
     except StaleWrite as exc:
         raise _precondition(exc, if_match, body.expected_sha256)
@@ -220,6 +350,7 @@ def put_artifact(
     response={200: WriteReceiptOut, **ERRORS},
     summary="Delete an artifact (it becomes a tombstone behind a restore point)",
     tags=["artifacts"],
+    openapi_extra={"parameters": [_IF_MATCH]},
 )
 def delete_artifact(
     request: HttpRequest,
@@ -244,6 +375,7 @@ def delete_artifact(
             turn_id=params.turn_id,
             expected_sha256=expected,
             actor=actor,
+            message=params.message,
         )
     except StaleWrite as exc:
         raise _precondition(exc, if_match, params.expected_sha256)
@@ -253,7 +385,8 @@ def delete_artifact(
 # --- change sets --------------------------------------------------------------------------
 
 
-@api.get(
+@api.api_operation(
+    ["GET", "HEAD"],
     "/apps/{slug}/change-sets",
     response={200: ChangeSetPage, **ERRORS},
     summary="List an app's change sets, newest first",
@@ -264,7 +397,8 @@ def get_change_sets(request: HttpRequest, slug: str, params: Query[PageQuery]) -
     return selectors.list_change_sets(app, page=params.page, per_page=params.per_page)
 
 
-@api.get(
+@api.api_operation(
+    ["GET", "HEAD"],
     "/change-sets/{set_id}",
     response={200: ChangeSetDetail, **ERRORS},
     summary="A change set with its restore points",
@@ -278,6 +412,44 @@ def get_change_set(
     if view is not None:
         detail["diff"] = selectors.change_set_view(change_set, view)
     return detail
+
+
+@api.patch(
+    "/change-sets/{set_id}",
+    response={200: DescribedOut, **ERRORS},
+    summary="Set a change set's message (what the turn was asked or did)",
+    tags=["change sets"],
+)
+def patch_change_set(request: HttpRequest, set_id: str, body: DescribeIn) -> Any:
+    return services.describe_change_set(set_id, body.message, actor=_actor(request)).as_dict()
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/change-sets/{set_id}/diff",
+    response={200: str, **ERRORS},
+    summary="A change set's diff as unified diff text (view=set: what it did; now: to now)",
+    tags=["change sets", "history"],
+    openapi_extra={
+        "responses": {200: {"content": {"text/x-diff": {"schema": {"type": "string"}}}}}
+    },
+)
+def get_change_set_diff(
+    request: HttpRequest, set_id: str, view: Literal["set", "now"] = "set"
+) -> Any:
+    change_set = services.set_for(set_id, actor=_actor(request))
+    return HttpResponse(selectors.set_diff(change_set, view), content_type=DIFF_MEDIA_TYPE)
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/restore-points/{point_id}",
+    response={200: PointDetail, **ERRORS},
+    summary="A restore point with its previous source",
+    tags=["history"],
+)
+def get_restore_point(request: HttpRequest, point_id: str) -> Any:
+    return selectors.point_detail(services.point_for(point_id, actor=_actor(request)))
 
 
 # --- restore: one flow for a set, a point and the release ----------------------------------
@@ -344,7 +516,8 @@ def post_restore_point(
     return _restore(request, services.POINT, point.id, dry_run=body.dry_run, expected=expected)
 
 
-@api.get(
+@api.api_operation(
+    ["GET", "HEAD"],
     "/restore-sets/{set_id}/receipt",
     response={200: RestoreReceiptOut, **ERRORS},
     summary="The receipt of a restore set",
@@ -394,6 +567,12 @@ def json_method_not_allowed(get_response: Any) -> Any:
 
     def middleware(request: HttpRequest) -> HttpResponse:
         response = get_response(request)
+        if request.method == "HEAD" and request.path.startswith("/api/v1/"):
+            # HEAD answers GET's headers without its body (RFC 9110 §9.3.2).
+            if not response.streaming:
+                response["Content-Length"] = str(len(response.content))
+                response.content = b""
+            return response
         if response.status_code == 405 and request.path.startswith("/api/v1/"):
             allowed = response.get("Allow", "")
             replacement = _error(

@@ -2,13 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Schema
 from pydantic import field_validator
 
+from versions.models import COLLECTIONS
+
 PER_PAGE_DEFAULT = 50
 PER_PAGE_MAX = 200
+# What the OpenAPI document states of each value (the services check the same in words).
+SHA256_PATTERN = r"^([0-9a-fA-F]{64})?$"
+SHA256_DESCRIPTION = (
+    'The sha256 you last read (hex, any case); "" means the artifact must not exist yet. '
+    "Refused as a stale write (409, with current_sha256) when it is not the current one."
+)
+ID_MAX = 200
+MESSAGE_MAX = 2000
+
+# Rules given as json_schema_extra are stated in the OpenAPI document while the services check
+# them and answer in words (400, with the field), as for every other write input.
+
+
+MESSAGE_DESCRIPTION = (
+    "What you were asked or did, like a commit message: at most 2,000 characters, no control "
+    "characters but newline and tab. The change set keeps the first message its writes give."
+)
+Collection = Literal[COLLECTIONS]  # type: ignore[valid-type]
+NAME_PATTERN = r"^[^/]{1,200}$"
+REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
+SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
 
 
@@ -22,11 +47,25 @@ def _clean_text(value: str | None, field: str) -> str | None:
 
 
 class ErrorOut(Schema):
+    """An RFC 9457 problem (``application/problem+json``) with the API's keys as extension
+    members. A refused pre-flight (409 preflight_failed) also carries the receipt's keys at
+    the top level: kind, restoredFromSet, written, findings, skipped."""
+
+    type: str = Field("about:blank", description="The problem type (about:blank: see error).")
+    title: str = Field(description="The status's phrase.")
+    status: int = Field(description="The HTTP status.")
+    detail: str = Field(description="What went wrong, in words (the same as message).")
     error: str = Field(description="A short machine-readable code, e.g. stale_write.")
     message: str = Field(description="What went wrong, in words.")
-    current_sha256: str | None = Field(None, description="On stale_write: the current hash.")
+    current_sha256: str | None = Field(
+        None, description="On stale_write and precondition_failed: the current hash."
+    )
     field: str | None = None
-    receipt: dict[str, Any] | None = Field(None, description="On preflight_failed.")
+    kind: str | None = Field(None, description="On preflight_failed: the receipt's kind.")
+    restoredFromSet: str | None = Field(None, description="On preflight_failed.")
+    written: int | None = Field(None, description="On preflight_failed: 0.")
+    findings: list[dict[str, Any]] | None = Field(None, description="On preflight_failed.")
+    skipped: list[dict[str, Any]] | None = Field(None, description="On preflight_failed.")
     details: list[dict[str, Any]] | None = None
 
 
@@ -72,12 +111,21 @@ class ArtifactOut(ArtifactSummary):
 class WriteIn(Schema):
     """The body of a write. ``expected_sha256`` "" means "it must not exist yet"."""
 
-    source: str
-    expected_sha256: str | None = None
-    requested_by: str | None = None
-    tool: str | None = None
-    run_id: str | None = None
-    turn_id: str | None = None
+    source: str = Field(description="The whole new source text (UTF-8, no NUL).")
+    expected_sha256: str | None = Field(
+        None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
+    )
+    requested_by: str | None = Field(
+        None, description="Who asked.", json_schema_extra={"maxLength": ID_MAX}
+    )
+    tool: str | None = Field(
+        None, description="Which tool writes.", json_schema_extra={"maxLength": ID_MAX}
+    )
+    run_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    turn_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    message: str | None = Field(
+        None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+    )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
     @classmethod
@@ -85,12 +133,31 @@ class WriteIn(Schema):
         return _clean_text(value, info.field_name)
 
 
+class DescribeIn(Schema):
+    """The body of PATCH /change-sets/{id}: the set's message."""
+
+    message: str = Field(
+        description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+    )
+
+
+class DescribedOut(Schema):
+    id: str
+    app: str
+    message: str
+
+
 class DeleteQuery(Schema):
-    expected_sha256: str | None = None
-    requested_by: str | None = None
-    tool: str | None = None
-    run_id: str | None = None
-    turn_id: str | None = None
+    expected_sha256: str | None = Field(
+        None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
+    )
+    requested_by: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    tool: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    run_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    turn_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    message: str | None = Field(
+        None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+    )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
     @classmethod
@@ -102,6 +169,7 @@ class ChangeSetSummary(Schema):
     id: str
     kind: str
     name: str
+    message: str = Field(description="The turn's message (SPEC §15), or empty.")
     created_on: str
     created_by: str
     requested_by: list[str]
@@ -135,6 +203,9 @@ class PointOut(Schema):
     source_stored: bool
     new_sha256: str
     requested_by: str
+    written_by: str = Field(
+        description="Who really wrote it: user:<name>, token:<prefix>… of <user>, command:<name>."
+    )
     tool: str
     created_on: str
     lines_added: int
@@ -142,6 +213,43 @@ class PointOut(Schema):
     run_id: str
     turn_id: str
     name: str
+
+
+class HistoryPointOut(PointOut):
+    change_set: str
+    message: str = Field(description="The message of the point's change set.")
+
+
+class ArtifactHistory(Schema):
+    app: str
+    collection: str
+    name: str
+    page: int
+    per_page: int
+    total: int
+    next_page: int | None
+    items: list[HistoryPointOut]
+
+
+class PointDetail(PointOut):
+    change_set: str
+    previous_source: str | None = Field(
+        description='The source before the write ("" when it did not exist; null when not kept).'
+    )
+    previous_source_reason: str | None = Field(description="Why previous_source is null, in words.")
+
+
+class ArtifactAtOut(Schema):
+    app: str
+    at: str
+    collection: str
+    name: str
+    sha256: str
+    size: int
+    source: str
+    deleted: bool | None = None
+    updated_on: str | None = None
+    updated_by: str | None = None
 
 
 class ChangeSetDetail(ChangeSetSummary):
@@ -212,6 +320,25 @@ class RestoreReceiptOut(Schema):
 class PageQuery(Schema):
     page: int = Field(1, ge=1, le=1_000_000)
     per_page: int = Field(PER_PAGE_DEFAULT, ge=1, le=PER_PAGE_MAX)
+
+
+HISTORY_PER_PAGE_MAX = 200
+
+
+class HistoryQuery(Schema):
+    page: int = Field(1, ge=1, le=1_000_000)
+    per_page: int = Field(PER_PAGE_DEFAULT, ge=1, le=HISTORY_PER_PAGE_MAX)
+
+
+class AtQuery(Schema):
+    at: str | None = Field(
+        None,
+        json_schema_extra={"pattern": REF_PATTERN},
+        description=(
+            "Read the source at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
+            "(just before that point). production and dp_… need environments (404 for now)."
+        ),
+    )
 
 
 ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 413, 422), ErrorOut)

@@ -6,6 +6,8 @@ check (``services.app_for``).
 
 - :mod:`~versions.selectors.panel` — the panel's lists, expanded sets, points and sources;
 - :mod:`~versions.selectors.agent` — what an agent reads over the API and MCP;
+- :mod:`~versions.selectors.history` — an artifact's history and source at a ref, a point with
+  its source, a set's unified diff (SPEC §15);
 - :mod:`~versions.selectors.states` — the state of an app's artifacts at a moment;
 - :mod:`~versions.selectors.set_states` — a set's own diff: before it → right after it;
 - :mod:`~versions.selectors.release` — the release and what changed since it;
@@ -23,6 +25,22 @@ from versions.selectors.agent import (
     list_change_sets,
     point_out,
     read_artifact,
+)
+from versions.selectors.history import (
+    AT_ABSENT,
+    AT_NOT_STORED,
+    AT_PRUNED,
+    HISTORY_PER_PAGE,
+    HISTORY_PER_PAGE_MAX,
+    REF_NEEDS_ENVIRONMENTS,
+    REF_POINT_NOT_FOUND,
+    REF_SET_NOT_FOUND,
+    REF_UNKNOWN,
+    artifact_at,
+    artifact_history,
+    point_detail,
+    set_diff,
+    unified_diff,
 )
 from versions.selectors.members import (
     MEMBER_EVENTS,
@@ -95,6 +113,20 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "AT_ABSENT",
+    "AT_NOT_STORED",
+    "AT_PRUNED",
+    "HISTORY_PER_PAGE",
+    "HISTORY_PER_PAGE_MAX",
+    "REF_NEEDS_ENVIRONMENTS",
+    "REF_POINT_NOT_FOUND",
+    "REF_SET_NOT_FOUND",
+    "REF_UNKNOWN",
+    "artifact_at",
+    "artifact_history",
+    "point_detail",
+    "set_diff",
+    "unified_diff",
     "change_set_view",
     "AFTER_PRUNED",
     "NOW_VIEW",

@@ -6,6 +6,7 @@ themselves (``Forbidden`` / ``NotFound`` in words) and translate nothing into HT
 outside this package imports a module inside it: everything a caller needs is re-exported here.
 
 - ``access`` — the :class:`Actor` and the access checks;
+- ``agent_writes`` — a change set's message, and a partial edit of an artifact (SPEC §15);
 - ``capture`` — every write records a restore point first (SPEC §3);
 - ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
 - ``release`` — Restore to release (SPEC §6b);
@@ -42,12 +43,21 @@ from versions.services.access import (
     authenticate_token,
     command_actor,
     point_for,
+    principal,
     require_panel,
     require_workspace_rollback,
     restores_everywhere,
     roles_of,
     set_for,
     visible_app_ids,
+)
+from versions.services.agent_writes import (
+    EDIT_OLD_TEXT_EMPTY,
+    EDIT_OLD_TEXT_MISSING,
+    EDIT_OLD_TEXT_NOT_UNIQUE,
+    DescribedSet,
+    describe_change_set,
+    edit_artifact,
 )
 from versions.services.capture import (
     ARTIFACT_NOT_FOUND,
@@ -116,9 +126,13 @@ from versions.services.tokens import (
     verify_token,
 )
 from versions.services.validation import (
+    MESSAGE_HAS_CONTROL,
+    MESSAGE_MAX_CHARS,
+    MESSAGE_TOO_LONG,
     SOURCE_TOO_LARGE,
     encode_source,
     validate_collection,
+    validate_message,
     validate_name,
     validate_optional_id,
 )
@@ -130,6 +144,17 @@ __all__ = [
     "revoke_agent_token",
     "RepackResult",
     "repack_blobs",
+    "EDIT_OLD_TEXT_EMPTY",
+    "EDIT_OLD_TEXT_MISSING",
+    "EDIT_OLD_TEXT_NOT_UNIQUE",
+    "MESSAGE_HAS_CONTROL",
+    "MESSAGE_MAX_CHARS",
+    "MESSAGE_TOO_LONG",
+    "DescribedSet",
+    "describe_change_set",
+    "edit_artifact",
+    "principal",
+    "validate_message",
     "PERMISSIONS",
     "REVERT",
     "REVERT_CHANGED_DELETED",

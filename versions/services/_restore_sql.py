@@ -32,6 +32,7 @@ COUNTER_COLUMNS = (
     "previous_existed",
     "new_sha256",
     "requested_by",
+    "written_by",
     "tool",
     "created_on",
     "lines_added",

@@ -245,9 +245,11 @@ def _sql(vendor: str) -> dict[str, str]:
         ),
         "insert_set": (
             f"INSERT INTO {change_set} (id, app_id, kind, name, created_on, created_by, "
-            "restored_from_id, receipt, run_id, turn_id, pruned) "
-            f"VALUES (%s, %s, 'change', '', %s, %s, NULL, NULL, %s, %s, %s{json_cast})"
+            "restored_from_id, receipt, run_id, turn_id, pruned, message) "
+            f"VALUES (%s, %s, 'change', '', %s, %s, NULL, NULL, %s, %s, %s{json_cast}, %s)"
         ),
+        # A later write's message, kept only when the set has none yet (the first one given).
+        "set_message": f"UPDATE {change_set} SET message = %s WHERE id = %s AND message = ''",
         # A set found for grouping, and whether it is pinned (named, or the app's release):
         # a point joining a pinned set is pinned too.
         "set_by_run": (
@@ -263,9 +265,9 @@ def _sql(vendor: str) -> dict[str, str]:
         "insert_point": (
             f"INSERT INTO {point} (id, app_id, artifact_id, kind, previous_blob_id, "
             "previous_sha256, previous_size, previous_existed, source_stored, new_sha256, "
-            "requested_by, tool, created_on, lines_added, lines_removed, run_id, turn_id, "
-            "name, change_set_id, pinned) VALUES "
-            "(%s, %s, %s, 'capture', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "requested_by, written_by, tool, created_on, lines_added, lines_removed, run_id, "
+            "turn_id, name, change_set_id, pinned) VALUES "
+            "(%s, %s, %s, 'capture', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
             "'', %s, %s)"
         ),
         "update_artifact": (
@@ -426,10 +428,22 @@ def find_set_by_turn(app_id: int, turn_id: str, since: datetime) -> tuple[str, b
 
 
 def insert_change_set(
-    set_id: str, app_id: int, created_on: Any, by: str, run_id: str, turn_id: str
+    set_id: str,
+    app_id: int,
+    created_on: Any,
+    by: str,
+    run_id: str,
+    turn_id: str,
+    message: str = "",
 ) -> None:
-    """A new writer's change set (``created_on``: a :func:`moment`)."""
-    _run("insert_set", [set_id, app_id, created_on, by, run_id, turn_id, "[]"])
+    """A new writer's change set (``created_on``: a :func:`moment`), with the turn's message
+    in the same statement."""
+    _run("insert_set", [set_id, app_id, created_on, by, run_id, turn_id, "[]", message])
+
+
+def keep_first_message(set_id: str, message: str) -> None:
+    """Give set ``set_id`` the message ``message`` unless it has one already."""
+    _run("set_message", [message, set_id])
 
 
 def insert_point(
@@ -452,8 +466,10 @@ def insert_point(
     turn_id: str,
     change_set_id: str,
     pinned: bool = False,
+    written_by: str = "",
 ) -> None:
-    """A capture point (``created_on``: a :func:`moment`)."""
+    """A capture point (``created_on``: a :func:`moment`); ``written_by``: the authenticated
+    principal beside the claimed ``requested_by``."""
     _run(
         "insert_point",
         [
@@ -467,6 +483,7 @@ def insert_point(
             source_stored,
             new_sha256,
             requested_by,
+            written_by,
             tool,
             created_on,
             lines_added,

@@ -237,6 +237,12 @@ def _has_members(app: App) -> bool:
     return bool(cached)
 
 
+def principal(actor: Actor | None, by: str | None) -> str:
+    """Who really acts, for the record (``written_by``, SPEC §15): the actor's label, or for a
+    trusted caller without one the command it acts as, ``command:<by>``."""
+    return trusted(actor, by).label
+
+
 def command_actor(name: str = "command") -> Actor:
     """A trusted command or script: every action on every app (``by`` names it)."""
     return Actor(name=name, kind=COMMAND, everywhere=frozenset(ACTIONS))

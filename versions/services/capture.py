@@ -16,10 +16,11 @@ from versions.errors import NotFound, StaleWrite
 from versions.models import API_ROUTE, App, Artifact
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
-from versions.services.access import WRITE, Actor, app_for
+from versions.services.access import WRITE, Actor, app_for, principal
 from versions.services.validation import (
     encode_source,
     validate_collection,
+    validate_message,
     validate_name,
     validate_optional_id,
 )
@@ -98,7 +99,8 @@ def check_expected(
     if expected_sha256 is None:
         return
     current_sha = current.sha256 if current is not None else ""
-    if expected_sha256 != current_sha:
+    # Hex digests are case-insensitive: an upper-case copy of the current hash is not stale.
+    if expected_sha256.lower() != current_sha:
         raise StaleWrite(
             STALE_WRITE.format(
                 name=name, expected=_short(expected_sha256), current=_short(current_sha)
@@ -117,6 +119,7 @@ def _change_set_for(
     turn_id: str,
     by: str,
     found: _sql.Grouping | None = None,
+    message: str = "",
 ) -> tuple[str, bool]:
     """The change set a new capture joins: same run, else same turn within the gap, else new.
 
@@ -130,6 +133,7 @@ def _change_set_for(
         else:
             existing = _sql.find_set_by_run(app_id, run_id)
         if existing:
+            _keep_first_message(existing[0], message)
             return existing
     elif turn_id:
         since = ids.ms_to_datetime(ms) - timedelta(seconds=conf.turn_gap_seconds())
@@ -141,10 +145,18 @@ def _change_set_for(
         else:
             recent = _sql.find_set_by_turn(app_id, turn_id, since)
         if recent:
+            _keep_first_message(recent[0], message)
             return recent
     set_id = ids.change_set_id(point_id)
-    _sql.insert_change_set(set_id, app_id, at, by, run_id, turn_id)
+    _sql.insert_change_set(set_id, app_id, at, by, run_id, turn_id, message)
     return set_id, False
+
+
+def _keep_first_message(set_id: str, message: str) -> None:
+    """A set keeps the first message its writes give: a later one fills it only while empty
+    (a write without a message runs no statement for it)."""
+    if message:
+        _sql.keep_first_message(set_id, message)
 
 
 def next_point_ms(artifact: Artifact | _sql.ArtifactRow) -> int:
@@ -277,6 +289,7 @@ def _capture(
         turn_id=who.turn_id,
         by=who.requested_by,
         found=row.grouping if row.grouping_current else None,
+        message=who.message,
     )
     _sql.insert_point(
         point_id=point_id,
@@ -289,6 +302,7 @@ def _capture(
         source_stored=stored,
         new_sha256=new_sha,
         requested_by=who.requested_by,
+        written_by=who.written_by,
         tool=who.tool,
         created_on=at,
         lines_added=added,
@@ -358,14 +372,30 @@ class _Who:
     tool: str
     run_id: str
     turn_id: str
+    # The authenticated principal (Actor.label), beside the claimed requested_by (SPEC §15).
+    written_by: str = ""
+    # The turn's message (SPEC §15), "" when none was given.
+    message: str = ""
 
     @classmethod
-    def of(cls, requested_by: object, tool: object, run_id: object, turn_id: object) -> _Who:
+    def of(
+        cls,
+        requested_by: object,
+        tool: object,
+        run_id: object,
+        turn_id: object,
+        *,
+        actor: Actor | None = None,
+        message: object = None,
+    ) -> _Who:
+        claimed = validate_optional_id(requested_by, "requested_by")
         return cls(
-            validate_optional_id(requested_by, "requested_by"),
+            claimed,
             validate_optional_id(tool, "tool"),
             validate_optional_id(run_id, "run_id"),
             validate_optional_id(turn_id, "turn_id"),
+            written_by=principal(actor, claimed),
+            message=validate_message(message),
         )
 
 
@@ -454,17 +484,21 @@ def write_artifact(
     turn_id: str | None = None,
     expected_sha256: str | None = None,
     actor: Actor | None = None,
+    message: str | None = None,
 ) -> WriteReceipt:
     """Write ``source`` to an artifact, capturing its previous state as a restore point first.
 
     One transaction: if the point cannot be stored, the write does not land. ``actor``: who
-    writes (checked: it may write to the app); without it, a trusted command.
+    writes (checked: it may write to the app); without it, a trusted command. ``message``:
+    the turn's message, kept by its change set when it has none yet (SPEC §15).
     """
     validate_collection(collection)
     validate_name(name)
     raw = encode_source(source)
     app = _writable(app, actor)
-    who = _Who.of(_requester(requested_by, actor), tool, run_id, turn_id)
+    who = _Who.of(
+        _requester(requested_by, actor), tool, run_id, turn_id, actor=actor, message=message
+    )
     if expected_sha256 is not None:
         validate_optional_id(expected_sha256, "expected_sha256")
     sha = sha256_hex(raw)
@@ -508,12 +542,15 @@ def delete_artifact(
     turn_id: str | None = None,
     expected_sha256: str | None = None,
     actor: Actor | None = None,
+    message: str | None = None,
 ) -> WriteReceipt:
     """Delete an artifact: it becomes a tombstone behind a restore point. Nothing is erased."""
     validate_collection(collection)
     validate_name(name)
     app = _writable(app, actor)
-    who = _Who.of(_requester(requested_by, actor), tool, run_id, turn_id)
+    who = _Who.of(
+        _requester(requested_by, actor), tool, run_id, turn_id, actor=actor, message=message
+    )
 
     def attempt() -> WriteReceipt:
         with transaction.atomic():

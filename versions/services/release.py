@@ -15,7 +15,7 @@ from typing import Any
 from versions import selectors
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
-from versions.services.access import RESTORE, Actor, app_for
+from versions.services.access import RESTORE, Actor, app_for, principal
 from versions.services.restore import (
     RestoreReceipt,
     RestoreTarget,
@@ -95,6 +95,7 @@ def restore_to_release(
             scope=SCOPE,
             dry_run=dry_run,
             expected=reviewed,
+            written_by=principal(actor, by),
         )
 
     return run_audited(app_obj, release.id, by, dry_run, body)

@@ -30,7 +30,7 @@ from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, ChangeSe
 from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import RESTORE as MAY_RESTORE
-from versions.services.access import Actor
+from versions.services.access import Actor, principal
 from versions.services.validation import validate_optional_id
 
 NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
@@ -504,6 +504,7 @@ def restore_targets(
     expected: Mapping[tuple[str, str], str] | None = None,
     noop_message: str = NOOP_MESSAGE,
     reverted_set: str | None = None,
+    written_by: str | None = None,
 ) -> RestoreReceipt:
     """Return every target's artifact to its target state, or write nothing.
 
@@ -619,6 +620,7 @@ def restore_targets(
         restored_from=restored_from,
         scope=scope,
         reverted_set=reverted_set,
+        written_by=written_by if written_by is not None else principal(None, by),
     )
 
 
@@ -632,8 +634,10 @@ def _write(
     restored_from: str,
     scope: str | None,
     reverted_set: str | None = None,
+    written_by: str = "",
 ) -> RestoreReceipt:
-    """The writes of a pre-flighted restore: set, counter-points, re-pointing, retention."""
+    """The writes of a pre-flighted restore: set, counter-points, re-pointing, retention.
+    ``written_by``: the authenticated principal, recorded on every counter-point."""
     # One moment for the whole restore, strictly after every artifact's last write, so each
     # counter-point is its artifact's newest point.
     ms = ids.now_ms()
@@ -666,6 +670,7 @@ def _write(
                 not artifact.deleted,
                 target.sha,
                 by,
+                written_by,
                 RESTORE_TOOL,
                 moment,
                 added,
@@ -898,6 +903,7 @@ def restore_change_set(
             restored_from=found_id,
             dry_run=dry_run,
             expected=reviewed,
+            written_by=principal(actor, by),
         )
         if not dry_run:
             return receipt
@@ -963,6 +969,7 @@ def restore_point(
             dry_run=dry_run,
             expected=reviewed,
             noop_message=NOOP_POINT_MESSAGE,
+            written_by=principal(actor, by),
         )
         if not dry_run:
             return receipt

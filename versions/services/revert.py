@@ -31,7 +31,7 @@ from versions.errors import InvalidInput, NotFound
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
 from versions.services._store import sha256_hex
 from versions.services.access import RESTORE as MAY_RESTORE
-from versions.services.access import Actor
+from versions.services.access import Actor, principal
 from versions.services.restore import (
     LiveArtifact,
     RestoreReceipt,
@@ -398,6 +398,7 @@ def revert_change_set(
             expected=reviewed,
             noop_message=REVERT_NOOP_MESSAGE,
             reverted_set=found_id,
+            written_by=principal(actor, by),
         )
         if dry_run:
             receipt.later_changes, receipt.later_sets = later_changes(firsts, exclude_set=found_id)

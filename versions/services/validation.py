@@ -27,6 +27,16 @@ SOURCE_TOO_LARGE = (
     "The source is {size:,} bytes; the most a write accepts is {limit:,} bytes. "
     "Nothing was written."
 )
+MESSAGE_MAX_CHARS = 2000
+MESSAGE_NOT_TEXT = "The message must be text. Nothing was written."
+MESSAGE_TOO_LONG = (
+    "The message is {length:,} characters; a message is at most {limit:,} (like a commit "
+    "message). Nothing was written."
+)
+MESSAGE_HAS_CONTROL = (
+    "The message cannot contain control characters other than newline and tab (found {char} "
+    "at {pos}). Nothing was written."
+)
 ID_TOO_LONG = "{field} is at most 200 characters."
 ID_HAS_CONTROL = "{field} cannot contain control characters or broken text (found {char})."
 
@@ -96,5 +106,25 @@ def validate_optional_id(value: object, field: str) -> str:
         if unicodedata.category(char) in ("Cc", "Cs"):
             raise InvalidInput(
                 ID_HAS_CONTROL.format(field=field, char=f"U+{ord(char):04X}"), field=field
+            )
+    return value
+
+
+def validate_message(value: object) -> str:
+    """A turn's message (SPEC §15): text of at most 2,000 characters, with no control
+    characters but newline and tab; "" when none is given."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(MESSAGE_NOT_TEXT, field="message")
+    if len(value) > MESSAGE_MAX_CHARS:
+        raise InvalidInput(
+            MESSAGE_TOO_LONG.format(length=len(value), limit=MESSAGE_MAX_CHARS), field="message"
+        )
+    for pos, char in enumerate(value):
+        if char not in "\n\t" and unicodedata.category(char) in ("Cc", "Cs"):
+            raise InvalidInput(
+                MESSAGE_HAS_CONTROL.format(char=f"U+{ord(char):04X}", pos=pos + 1),
+                field="message",
             )
     return value

@@ -12,12 +12,30 @@ import os
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from versions import services
 from versions.errors import VersionsError
 
 TOKEN_ENV = "VERSIONS_MCP_TOKEN"
+NO_DATABASE = (
+    "There is no database at {name}: run “python manage.py migrate” (or set DATABASE_URL) first."
+)
+DATABASE_UNUSABLE = (
+    "The database cannot be used ({error}): check DATABASE_URL and run “python manage.py migrate”."
+)
+
+
+def _check_database() -> None:
+    """One line in words, and nothing created, when the database is missing or not migrated
+    (opening a missing SQLite file would create an empty one)."""
+    db = settings.DATABASES["default"]
+    name = str(db.get("NAME") or "")
+    sqlite_file = db["ENGINE"].endswith("sqlite3") and name not in ("", ":memory:")
+    if sqlite_file and not name.startswith("file:") and not os.path.exists(name):
+        raise CommandError(NO_DATABASE.format(name=name))
 
 
 class Command(BaseCommand):
@@ -41,13 +59,17 @@ class Command(BaseCommand):
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
         token = options["token"] or os.environ.get(TOKEN_ENV, "")
         slug = options["app"]
-        if services.verify_token(token) is None:
-            raise CommandError(f"The token is not valid (pass --token or set ${TOKEN_ENV}).")
+        _check_database()
         try:
+            if services.verify_token(token) is None:
+                raise CommandError(f"The token is not valid (pass --token or set ${TOKEN_ENV}).")
             actor = services.authenticate_token(token)
             services.app_for(slug, actor=actor)
         except VersionsError as exc:
             raise CommandError(exc.message)
+        except DatabaseError as exc:
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else "no answer"
+            raise CommandError(DATABASE_UNUSABLE.format(error=first_line[:200]))
 
         from versions.mcp import build_server
 
