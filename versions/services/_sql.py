@@ -20,7 +20,15 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils.dateparse import parse_datetime
 
-from versions.models import App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
+from versions.models import (
+    App,
+    Artifact,
+    Blob,
+    ChangeSet,
+    DeploymentEntry,
+    ReleaseMark,
+    RestorePoint,
+)
 from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
 from versions.rawsql import execute_first as _execute_first
@@ -86,6 +94,7 @@ def _sql(vendor: str) -> dict[str, str]:
     point, change_set = _table(RestorePoint), _table(ChangeSet)
     json_cast = "::jsonb" if vendor == "postgresql" else ""
     app_table, mark = _table(App), _table(ReleaseMark)
+    entry = _table(DeploymentEntry)
     # Whether change set ``cs`` is pinned: named, or its app's release.
     set_pinned = (
         f"CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
@@ -180,11 +189,13 @@ def _sql(vendor: str) -> dict[str, str]:
             if vendor == "postgresql"
             else f"UPDATE {change_set} SET pruned = json_insert(pruned{{appends}}) WHERE id = %s"
         ),
-        # One statement: a blob goes only if, at that moment, nothing references it.
+        # One statement: a blob goes only if, at that moment, nothing references it (no
+        # artifact, no point, no deployment).
         "sweep": (
             f"DELETE FROM {blob} WHERE sha256 IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {blob}.sha256) "
-            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {blob}.sha256)"
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {blob}.sha256) "
+            f"AND NOT EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {blob}.sha256)"
         ),
         # The lock, the current source and (SQLite, where the write lock is already held, so
         # the count cannot go stale) the retention count, in one statement. The blob's sha is
@@ -519,7 +530,7 @@ def append_pruned(additions: dict[str, list[dict]]) -> None:
 
 
 def sweep_blobs(candidates: list[str]) -> int:
-    """Delete the blobs among ``candidates`` that no artifact and no point references."""
+    """Delete the blobs among ``candidates`` that no artifact, point or deployment references."""
     if not candidates:
         return 0
     return int(_execute(_in("sweep", candidates), candidates))
