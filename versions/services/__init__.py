@@ -16,6 +16,8 @@ from versions.services.release import restore_to_release, since_release, state_a
 from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
 from versions.services.retention import mark_release, name_change_set, name_point, unmark_release
 from versions.services.states import (
+    DRAFT,
+    PRODUCTION,
     AppState,
     StateEntry,
     preview_token_valid,
@@ -26,6 +28,8 @@ from versions.services.states import (
 )
 
 __all__ = [
+    "DRAFT",
+    "PRODUCTION",
     "AppState",
     "PromotionReceipt",
     "RestoreReceipt",

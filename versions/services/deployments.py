@@ -180,12 +180,12 @@ def _preflight(
     if expected:
         by_key = {(e.collection, e.name): e for e in state.entries}
         for (collection, name), reviewed in expected.items():
-            entry = by_key.get((collection, name))
-            now = entry.sha256 if entry is not None else ""
-            if entry is not None and entry.missing:
+            found = by_key.get((collection, name))
+            now = found.sha256 if found is not None else ""
+            if found is not None and found.missing:
                 continue  # already a finding
             if reviewed != (now or ""):
-                target = entry or states.StateEntry(0, collection, name, "")
+                target = found or states.StateEntry(0, collection, name, "")
                 findings.append(
                     _finding(
                         target, FINDING_DRIFT.format(expected=_short(reviewed), current=_short(now))

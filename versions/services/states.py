@@ -263,11 +263,33 @@ def state_entry(app: App, ref: str, collection: str, name: str) -> StateEntry | 
 
 
 def route_sources(app: App, ref: str) -> list[tuple[str, str]]:
-    """(name, source) of every route that exists in the state ``ref`` names, by name."""
-    state = resolve_state(app, ref)
-    routes = sorted((e for e in state.present if e.collection == API_ROUTE), key=lambda e: e.name)
-    texts = blob_texts({e.sha256 for e in routes if e.sha256})
-    return [(e.name, texts[e.sha256]) for e in routes if e.sha256 in texts]
+    """(name, source) of every route that exists in the state ``ref`` names, by name. The
+    draft and deployments cost one query (their routes only, with their sources)."""
+    ref = check_ref(ref)
+    deployment_id: str | None = None
+    if ref == PRODUCTION:
+        deployment_id = production_id(app)
+        if deployment_id is None:
+            raise NotFound(NO_PRODUCTION.format(app=app.slug))
+    elif ref.startswith("dp_"):
+        if not Deployment.objects.filter(pk=ref, app=app).exists():
+            raise _not_found(app, ref)
+        deployment_id = ref
+    elif ref != DRAFT:
+        state = resolve_state(app, ref)
+        present = [e for e in state.present if e.collection == API_ROUTE]
+        texts = blob_texts({e.sha256 for e in present if e.sha256})
+        found = [(e.name, texts[e.sha256]) for e in present if e.sha256 in texts]
+        return sorted(found)
+    if deployment_id is None:
+        rows = Artifact.objects.filter(app=app, collection=API_ROUTE, deleted=False)
+        pairs = [(a.name, a.blob) for a in rows.select_related("blob").order_by("name")]
+    else:
+        entries = DeploymentEntry.objects.filter(
+            deployment_id=deployment_id, artifact__collection=API_ROUTE
+        ).select_related("artifact", "blob")
+        pairs = sorted(((e.artifact.name, e.blob) for e in entries), key=lambda p: p[0])
+    return [(name, blob.text) for name, blob in pairs if blob is not None]
 
 
 def blob_texts(shas: set[str]) -> dict[str, str]:

@@ -19,6 +19,7 @@ from versions.models import AgentToken, App
 
 TOKEN_PREFIX = "vt_"
 RESTORE_PERMISSION = "versions.restore_changeset"
+PROMOTE_PERMISSION = "versions.promote_deployment"
 # last_used_on is refreshed at most this often, so a burst of requests writes it once.
 _TOUCH_EVERY = timedelta(minutes=1)
 
@@ -34,11 +35,13 @@ def hash_token(token: str) -> str:
 
 @transaction.atomic
 def create_agent_token(
-    username: str, app_slugs: list[str], *, label: str = ""
+    username: str, app_slugs: list[str], *, label: str = "", can_promote: bool = False
 ) -> tuple[str, AgentToken]:
     """Create a token for ``username`` scoped to ``app_slugs``; returns (the token, its row).
 
-    The token itself is returned only here: the database keeps its hash.
+    The token itself is returned only here: the database keeps its hash. Only a token made
+    ``can_promote`` may promote to production or roll it back (and its user needs the
+    permission too).
     """
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
@@ -55,7 +58,11 @@ def create_agent_token(
         apps.append(app)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = AgentToken.objects.create(
-        user=user, key_hash=hash_token(token), prefix=token[:12], label=label[:200]
+        user=user,
+        key_hash=hash_token(token),
+        prefix=token[:12],
+        label=label[:200],
+        can_promote=bool(can_promote),
     )
     row.apps.set(apps)
     return token, row
@@ -91,6 +98,11 @@ def token_app_slugs(row: AgentToken) -> set[str]:
 def token_can_restore(row: AgentToken) -> bool:
     """Whether the token's user holds the restore permission."""
     return row.user.is_active and row.user.has_perm(RESTORE_PERMISSION)
+
+
+def token_can_promote(row: AgentToken) -> bool:
+    """Whether the token was made ``--can-promote`` and its user holds the promote permission."""
+    return row.can_promote and row.user.is_active and row.user.has_perm(PROMOTE_PERMISSION)
 
 
 def revoke_token(row: AgentToken) -> None:

@@ -1,4 +1,5 @@
-"""``create_agent_token <username> --app <slug> [--app <slug> …]``: a bearer token, shown once."""
+"""``create_agent_token <username> --app <slug> [--app <slug> …] [--can-promote]``: a bearer
+token, shown once."""
 
 from __future__ import annotations
 
@@ -27,19 +28,29 @@ class Command(BaseCommand):
             help="An app the token may act on (repeat for several).",
         )
         parser.add_argument("--label", default="", help="A note to recognise the token by.")
+        parser.add_argument(
+            "--can-promote",
+            action="store_true",
+            help="The token may promote to production and roll it back (its user needs the "
+            "promote_deployment permission too). Without it, a token can never promote.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["apps"]:
             raise CommandError("Give at least one app: --app <slug>.")
         try:
             token, row = create_agent_token(
-                options["username"], options["apps"], label=options["label"]
+                options["username"],
+                options["apps"],
+                label=options["label"],
+                can_promote=options["can_promote"],
             )
         except VersionsError as exc:
             raise CommandError(exc.message)
         apps = ", ".join(sorted(row.apps.values_list("slug", flat=True)))
+        promotes = " It can promote to production." if row.can_promote else ""
         self.stdout.write(
-            f"Created a token for {row.user.get_username()} on {apps}. "
+            f"Created a token for {row.user.get_username()} on {apps}.{promotes} "
             "It is shown only this once; store it now:"
         )
         self.stdout.write(token)
