@@ -8,7 +8,7 @@ import json
 import pytest
 
 from versions import live
-from versions.models import API_ROUTE, PAGE, STYLESHEET, Artifact
+from versions.models import API_ROUTE, PAGE, STYLESHEET, Artifact, DeploymentEvent
 from versions.services import delete_artifact, promote, rollback_production, write_artifact
 
 CSP = "sandbox allow-scripts allow-forms"
@@ -101,3 +101,17 @@ def test_a_draft_route_write_does_not_change_the_served_route(client, shipped):
     write(shipped, API_ROUTE, "extra", route("/extra", {"draft": True}))
     assert client.get("/apps/quotes/api/extra").status_code == 404
     assert client.get("/apps/quotes/api/quotes/1").json()["v"] == "shipped"
+
+
+def test_the_demo_serves_production_from_before_the_agents_turn(client, db):
+    from versions.management.commands.load_demo import DEMO_SLUG, load_demo
+    from versions.services import preview_url
+
+    app = load_demo()
+    [event] = DeploymentEvent.objects.filter(app=app)
+    assert event.kind == "promotion"
+    live_page = client.get(f"/apps/{DEMO_SLUG}/").content.decode()
+    assert "Quotes waiting for approval." in live_page
+    assert "approve-all" not in live_page
+    draft = client.get(preview_url(app, "draft")).content.decode()
+    assert "approve-all" in draft
