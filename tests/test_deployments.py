@@ -26,6 +26,7 @@ from versions.models import (
 from versions.services import (
     delete_artifact,
     deployment_history,
+    event_receipt,
     name_point,
     promote,
     restore_change_set,
@@ -475,3 +476,43 @@ def test_tokens_cannot_promote_unless_made_with_can_promote(site, django_user_mo
     plain, promoting = AgentToken.objects.order_by("created_on", "pk")
     assert (plain.can_promote, promoting.can_promote) == (False, True)
     assert "It can promote to production." in capsys.readouterr().out
+
+
+def test_rolling_back_again_goes_further_back_never_forth(site):
+    first = promote(site, by="rvaid").deployment_id
+    write(site, PAGE, "index", "<h1>v2</h1>\n")
+    second = promote(site, by="rvaid").deployment_id
+    write(site, PAGE, "index", "<h1>v3</h1>\n")
+    promote(site, by="rvaid")
+    assert rollback_production(site, by="lee").deployment_id == second
+    assert rollback_production(site, by="lee").deployment_id == first
+    with pytest.raises(Conflict):
+        rollback_production(site, by="lee")
+
+
+def test_rollback_after_a_promotion_from_a_rolled_back_production_returns_to_it(site):
+    first = promote(site, by="rvaid").deployment_id
+    write(site, PAGE, "index", "<h1>v2</h1>\n")
+    promote(site, by="rvaid")
+    rollback_production(site, by="lee")
+    write(site, PAGE, "index", "<h1>v3</h1>\n")
+    promote(site, by="rvaid")
+    receipt = rollback_production(site, by="lee")
+    assert receipt.deployment_id == first
+    assert [c["name"] for c in receipt.changed] == ["index"]
+
+
+def test_every_move_in_the_history_keeps_its_receipt(site):
+    receipts = [promote(site, by="rvaid", note="one").as_dict()]
+    write(site, PAGE, "index", "<h1>v2</h1>\n")
+    receipts.append(promote(site, by="rvaid", note="two").as_dict())
+    receipts.append(rollback_production(site, by="lee", note="back").as_dict())
+    receipts.append(rollback_production(site, by="lee", to=receipts[1]["deploymentId"]).as_dict())
+    receipts.append(rollback_production(site, by="lee", to=receipts[0]["deploymentId"]).as_dict())
+    history = [event_receipt(event) for event in reversed(deployment_history(site))]
+    assert history == receipts
+    # Each rollback lists the one change, the right way round.
+    index_shas = [c["to"] for c in receipts[1]["changed"]]
+    assert [c["to"] for c in receipts[2]["changed"]] == [c["from"] for c in receipts[1]["changed"]]
+    assert [c["to"] for c in receipts[3]["changed"]] == index_shas
+    assert receipts[4]["changed"] == receipts[2]["changed"]

@@ -9,6 +9,7 @@ from versions.services.deployments import (
     PromotionReceipt,
     deployment_history,
     deployments,
+    event_receipt,
     promote,
     rollback_production,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "delete_artifact",
     "deployment_history",
     "deployments",
+    "event_receipt",
     "mark_release",
     "name_change_set",
     "name_point",

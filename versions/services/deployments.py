@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 
 from versions import ids
 from versions.errors import Conflict, InvalidInput, NotFound, PreflightFailed
@@ -46,9 +46,7 @@ PREFLIGHT_FAILED_KIND = "preflight_failed"
 
 NOOP_MESSAGE = "Production already serves this state — nothing was promoted."
 PROMOTED = "Promoted {ref} to production as {deployment}: {changed} artifact{s} changed."
-ROLLED_BACK = (
-    "Production rolled back from {previous} to {deployment}: {changed} artifact{s} changed."
-)
+ROLLED_BACK = "Production rolled back from {previous} to {deployment}."
 DRY_RUN_MESSAGE = "A promotion would change {changed} artifact{s} in production."
 PREFLIGHT_FAILED = "Nothing was promoted: the pre-flight check found {count} problem{s}. {details}"
 NO_PRODUCTION_TO_ROLL_BACK = (
@@ -75,6 +73,18 @@ FINDING_DRIFT = (
     "Review the promotion again."
 )
 
+# The keys of a promotion's or rollback's receipt, in order (SPEC §13).
+_RECEIPT_KEYS = (
+    "deploymentId",
+    "kind",
+    "ref",
+    "previousDeployment",
+    "changed",
+    "unchanged",
+    "created_by",
+    "created_on",
+    "note",
+)
 # How many entries one INSERT statement carries (3 parameters each).
 _INSERT_CHUNK = 300
 _RETRIES = 3
@@ -84,21 +94,36 @@ _RETRIES = 3
 class PromotionReceipt:
     """What a promotion or rollback did (``promotion``, ``rollback``), did not need to do
     (``noop``), would do (``dry_run``) or refused (``preflight_failed``). ``.as_dict()`` is the
-    JSON of SPEC §13."""
+    JSON of SPEC §13.
+
+    A rollback that reverses an earlier move does not copy that move's list of changes: it
+    carries ``changes_of`` (the event's id, and whether to turn it around) and ``changed`` reads
+    it from the history when first asked for.
+    """
 
     kind: str
     ref: str
     deployment_id: str | None = None
     previous_deployment: str | None = None
-    changed: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] | None = None
     unchanged: int = 0
     created_by: str = ""
     created_on: str | None = None
     note: str = ""
     findings: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    changes_of: tuple[int, bool] | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    @property
+    def changed(self) -> list[dict[str, Any]]:
+        """Every artifact the move changes: name, collection, from and to (sha or None)."""
+        if self.changes is None:
+            self.changes = _history_changes(*self.changes_of) if self.changes_of else []
+        return self.changes
+
+    def as_dict(self, *, with_changes: bool = True) -> dict[str, Any]:
+        """The receipt's JSON; ``with_changes=False`` leaves ``changed`` out (how a rollback
+        that reuses an earlier move's list is stored)."""
         if self.kind == NOOP:
             return {"kind": NOOP, "message": self.message}
         if self.kind == PREFLIGHT_FAILED_KIND:
@@ -118,17 +143,20 @@ class PromotionReceipt:
                 "findings": [dict(f) for f in self.findings],
                 "message": self.message,
             }
-        return {
+        data = {
             "deploymentId": self.deployment_id,
             "kind": self.kind,
             "ref": self.ref,
             "previousDeployment": self.previous_deployment,
-            "changed": [dict(c) for c in self.changed],
+            "changed": [dict(c) for c in self.changed] if with_changes else None,
             "unchanged": self.unchanged,
             "created_by": self.created_by,
             "created_on": self.created_on,
             "note": self.note,
         }
+        if not with_changes:
+            del data["changed"]
+        return data
 
 
 def _clean_note(note: object) -> str:
@@ -296,7 +324,7 @@ def promote(
                     kind=DRY_RUN,
                     ref=ref,
                     previous_deployment=previous,
-                    changed=changed,
+                    changes=changed,
                     unchanged=unchanged,
                     findings=findings,
                     message=NOOP_MESSAGE
@@ -359,7 +387,7 @@ def _store(
         ref=state.ref,
         deployment_id=deployment_id,
         previous_deployment=previous,
-        changed=changed,
+        changes=changed,
         unchanged=unchanged,
         created_by=by,
         created_on=iso_ms(now),
@@ -377,38 +405,49 @@ def _store(
         on=now,
         note=note,
         receipt=receipt.as_dict(),
+        unchanged=unchanged,
     )
     _move_production(app, deployment_id)
     return receipt
 
 
-def _earlier(app: App, current: str) -> str:
-    """The newest deployment of the app made before ``current``, or ``Conflict`` in words."""
-    made = Deployment.objects.filter(pk=current).values_list("created_on", flat=True).first()
+def _earlier(app: App, current: str) -> tuple[str, int, int]:
+    """The deployment production served before ``current`` was promoted (where its promotion
+    came from), with that promotion's event and its unchanged count; ``Conflict`` in words
+    when ``current`` was the app's first. Rolling back again goes further back, never forth."""
     found = (
-        Deployment.objects.filter(app=app)
-        .filter(Q(created_on__lt=made) | Q(created_on=made, id__lt=current))
-        .order_by("-created_on", "-id")
-        .values_list("id", flat=True)
+        DeploymentEvent.objects.filter(app=app, kind=PROMOTION, to_deployment_id=current)
+        .values_list("from_deployment_id", "pk", "unchanged")
         .first()
     )
-    if found is None:
+    if found is None or found[0] is None:
         raise Conflict(NO_EARLIER_DEPLOYMENT.format(app=app.slug, current=current))
-    return found
+    return found[0], found[1], found[2]
 
 
-def _inverse(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**c, "from": c["to"], "to": c["from"]} for c in changes]
+def _history_changes(event_id: int, inverted: bool) -> list[dict[str, Any]]:
+    """The changes of the move ``event_id`` (turned around when ``inverted``), following
+    rollbacks that reuse an earlier move's list."""
+    while True:
+        receipt, changes_of, flip = (
+            DeploymentEvent.objects.filter(pk=event_id)
+            .values_list("receipt", "changes_of_id", "changes_inverted")
+            .get()
+        )
+        if changes_of is None:
+            changes = list(receipt.get("changed", []))
+            break
+        event_id, inverted = changes_of, inverted != flip
+    if inverted:
+        return [{**c, "from": c["to"], "to": c["from"]} for c in changes]
+    return changes
 
 
-def _changes_between(app: App, current: str, target: str) -> list[dict[str, Any]]:
-    """What moving production from ``current`` to ``target`` changes.
-
-    A move between two deployments that production already made (either way) is in the
-    history with its changes, so the answer costs one small query whatever the app's size;
-    only a jump between deployments production never moved between compares their entries.
-    """
-    event = (
+def _move_between(app: App, current: str, target: str) -> tuple[int, bool, int] | None:
+    """An earlier move between ``current`` and ``target`` (either way): its event, whether
+    this move is its reverse, and its unchanged count; None when production never moved
+    between them."""
+    found = (
         DeploymentEvent.objects.filter(
             app=app,
             from_deployment_id__in=(current, target),
@@ -416,12 +455,17 @@ def _changes_between(app: App, current: str, target: str) -> list[dict[str, Any]
         )
         .exclude(from_deployment_id=F("to_deployment_id"))
         .order_by("-on", "-id")
-        .values_list("from_deployment_id", "receipt")
+        .values_list("pk", "from_deployment_id", "unchanged")
         .first()
     )
-    if event is not None:
-        changes = list(event[1].get("changed", []))
-        return changes if event[0] == current else _inverse(changes)
+    if found is None:
+        return None
+    return found[0], found[1] != current, found[2]
+
+
+def _compare(app: App, current: str, target: str) -> tuple[list[dict[str, Any]], int]:
+    """What moving production from ``current`` to ``target`` changes, from their entries, and
+    how many artifacts stay the same (for a move production never made before)."""
     before, after = _held(current), _held(target)
     moved = [pk for pk in set(before) | set(after) if before.get(pk) != after.get(pk)]
     names = app.artifacts.filter(pk__in=moved).values_list("pk", "collection", "name")
@@ -429,7 +473,8 @@ def _changes_between(app: App, current: str, target: str) -> list[dict[str, Any]
         {"name": name, "collection": collection, "from": before.get(pk), "to": after.get(pk)}
         for pk, collection, name in names
     ]
-    return sorted(changes, key=lambda c: (c["collection"], c["name"]))
+    same = sum(1 for pk, blob in after.items() if before.get(pk) == blob)
+    return sorted(changes, key=lambda c: (c["collection"], c["name"])), same
 
 
 def rollback_production(
@@ -440,9 +485,10 @@ def rollback_production(
     note: str = "",
     actor: object = None,
 ) -> PromotionReceipt:
-    """Point production at an earlier deployment (``to``; default the one made before the
-    current one). One pointer moves and no artifact is touched, so the cost does not grow with
-    the app. Rolling forward again is a rollback ``to`` the deployment it replaced."""
+    """Point production at an earlier deployment (``to``; default the one production served
+    before the current one was promoted). One pointer moves and no artifact is touched, so the
+    cost does not grow with the app: what changed is the reverse of the move that is undone,
+    kept in the history. Rolling forward again is a rollback ``to`` the deployment it replaced."""
     by = validate_optional_id(by, "by")
     note = _clean_note(note)
     app_obj = resolve_app(app)
@@ -453,14 +499,22 @@ def rollback_production(
         current = locked.production_id
         if current is None:
             raise Conflict(NO_PRODUCTION_TO_ROLL_BACK.format(app=locked.slug))
-        target = _earlier(locked, current) if to is None else to
-        size = Deployment.objects.filter(pk=target, app=locked).values_list("size", flat=True)
-        target_size = size.first()
-        if target_size is None:
-            raise NotFound(DEPLOYMENT_NOT_FOUND.format(app=locked.slug, id=target))
-        if target == current:
-            return PromotionReceipt(kind=NOOP, ref=target, message=NOOP_MESSAGE)
-        changed = _changes_between(locked, current, target)
+        changes: list[dict[str, Any]] | None = None
+        if to is None:
+            target, event_id, unchanged = _earlier(locked, current)
+            changes_of: tuple[int, bool] | None = (event_id, True)
+        else:
+            target = to
+            if not Deployment.objects.filter(pk=target, app=locked).exists():
+                raise NotFound(DEPLOYMENT_NOT_FOUND.format(app=locked.slug, id=target))
+            if target == current:
+                return PromotionReceipt(kind=NOOP, ref=target, message=NOOP_MESSAGE)
+            move = _move_between(locked, current, target)
+            if move is not None:
+                changes_of, unchanged = (move[0], move[1]), move[2]
+            else:
+                changes_of = None
+                changes, unchanged = _compare(locked, current, target)
         ms = ids.now_ms()
         now = ids.ms_to_datetime(ms)
         receipt = PromotionReceipt(
@@ -468,15 +522,15 @@ def rollback_production(
             ref=target,
             deployment_id=target,
             previous_deployment=current,
-            changed=changed,
-            unchanged=target_size - sum(1 for c in changed if c["to"]),
+            changes=changes,
+            unchanged=unchanged,
             created_by=by,
             created_on=iso_ms(now),
             note=note,
+            changes_of=changes_of,
         )
-        receipt.message = ROLLED_BACK.format(
-            previous=current, deployment=target, changed=len(changed), s=_plural(len(changed))
-        )
+        receipt.message = ROLLED_BACK.format(previous=current, deployment=target)
+        stored = receipt.as_dict(with_changes=changes is not None)
         DeploymentEvent.objects.create(
             app=locked,
             kind=ROLLBACK,
@@ -485,10 +539,26 @@ def rollback_production(
             by=by,
             on=now,
             note=note,
-            receipt=receipt.as_dict(),
+            receipt=stored,
+            unchanged=unchanged,
+            changes_of_id=changes_of[0] if changes_of else None,
+            changes_inverted=changes_of[1] if changes_of else False,
         )
         _move_production(locked, target)
         return receipt
+
+
+def event_receipt(event: DeploymentEvent) -> dict[str, Any]:
+    """The receipt of a promotion or rollback in the history, with what it changed."""
+    receipt = dict(event.receipt)
+    if "changed" not in receipt:
+        receipt["changed"] = (
+            _history_changes(event.changes_of_id, event.changes_inverted)
+            if event.changes_of_id
+            else []
+        )
+        receipt = {key: receipt[key] for key in _RECEIPT_KEYS if key in receipt}
+    return receipt
 
 
 def deployments(app: App | str) -> list[Deployment]:
