@@ -492,11 +492,6 @@ class DeploymentEvent(models.Model):
     by = models.CharField(max_length=150, blank=True)
     on = models.DateTimeField()
     note = models.CharField(max_length=500, blank=True)
-    receipt = models.JSONField(
-        help_text="The receipt of SPEC §13. A rollback that reverses (or repeats) an earlier "
-        "move leaves out its ``changed`` list: it is that move's (``changes_of``), read when "
-        "the receipt is shown, so a rollback costs the same whatever it changes."
-    )
     unchanged = models.PositiveIntegerField(
         default=0, help_text="Artifacts that are the same on both sides of the move."
     )
@@ -510,6 +505,13 @@ class DeploymentEvent(models.Model):
     )
     changes_inverted = models.BooleanField(
         default=False, help_text="This move's changes are those of changes_of, turned around."
+    )
+    # Last: SQLite keeps the columns after a long value behind its overflow pages, and the
+    # rollback path reads the ones above without the receipt.
+    receipt = models.JSONField(
+        help_text="The receipt of SPEC §13. A rollback that reverses (or repeats) an earlier "
+        "move leaves out its ``changed`` list: it is that move's (``changes_of``), read when "
+        "the receipt is shown, so a rollback costs the same whatever it changes."
     )
 
     class Meta:
