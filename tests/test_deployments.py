@@ -374,12 +374,18 @@ def test_a_draft_changed_since_it_was_reviewed_is_not_promoted(site):
 
 
 def test_every_finding_is_listed(site):
-    reviewed = {"pltf_page/index": "0" * 64, "pltf_page/never": ""}
+    promote(site, by="rvaid")
     notes = write(site, PAGE, "notes", "not a route")
     Artifact.objects.filter(app=site, name="list").update(blob_id=notes.sha256, sha256=notes.sha256)
+    reviewed = {"pltf_page/index": "0" * 64, "pltf_page/notes": notes.sha256}
     with pytest.raises(PreflightFailed) as exc:
         promote(site, by="rvaid", expected=reviewed)
-    assert sorted(f["name"] for f in exc.value.receipt.findings) == ["index", "list"]
+    reasons = sorted((f["name"], f["reason"].split(":")[0]) for f in exc.value.receipt.findings)
+    assert reasons == [
+        ("index", "It changed since you reviewed it"),
+        ("list", "It changed after you reviewed the promotion"),
+        ("list", "Its route spec is not valid"),
+    ]
 
 
 def test_bad_input_is_refused_in_words(site):
@@ -516,3 +522,19 @@ def test_every_move_in_the_history_keeps_its_receipt(site):
     assert [c["to"] for c in receipts[2]["changed"]] == [c["from"] for c in receipts[1]["changed"]]
     assert [c["to"] for c in receipts[3]["changed"]] == index_shas
     assert receipts[4]["changed"] == receipts[2]["changed"]
+
+
+def test_a_change_that_was_not_among_what_was_reviewed_is_not_promoted(site):
+    first = promote(site, by="rvaid").deployment_id
+    write(site, PAGE, "index", "<h1>v2</h1>\n")
+    reviewed = {"pltf_page/index": sha(site, PAGE, "index")}  # what the dialog showed
+    write(site, PAGE, "sneaky", "<p>added after the review</p>\n")
+    with pytest.raises(PreflightFailed) as exc:
+        promote(site, by="rvaid", expected=reviewed)
+    [finding] = exc.value.receipt.findings
+    assert (finding["name"], finding["reason"]) == (
+        "sneaky",
+        "It changed after you reviewed the promotion: it was not among what you reviewed. "
+        "Review the promotion again.",
+    )
+    assert_nothing_promoted(site, first)

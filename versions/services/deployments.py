@@ -72,6 +72,10 @@ FINDING_DRIFT = (
     "It changed since you reviewed it: you reviewed {expected}, it is now {current}. "
     "Review the promotion again."
 )
+FINDING_NOT_REVIEWED = (
+    "It changed after you reviewed the promotion: it was not among what you reviewed. "
+    "Review the promotion again."
+)
 
 # The keys of a promotion's or rollback's receipt, in order (SPEC §13).
 _RECEIPT_KEYS = (
@@ -222,6 +226,20 @@ def _preflight(
     return findings
 
 
+def _unreviewed(
+    changed: list[dict[str, Any]], expected: Mapping[tuple[str, str], str] | None
+) -> list[dict[str, Any]]:
+    """With ``expected``: the changes the promotion would ship that the person did not review
+    (an artifact an agent wrote or added after the review showed what would ship)."""
+    if expected is None:
+        return []
+    return [
+        {"name": c["name"], "collection": c["collection"], "reason": FINDING_NOT_REVIEWED}
+        for c in changed
+        if (c["collection"], c["name"]) not in expected
+    ]
+
+
 def _held(deployment_id: str | None) -> dict[int, str]:
     """{artifact pk: blob sha} of a deployment (one query)."""
     if deployment_id is None:
@@ -316,9 +334,9 @@ def promote(
         with transaction.atomic():
             locked = _lock_app(app_obj)
             state = states.resolve_state(locked, ref)
-            findings = _preflight(state, reviewed)
             previous = locked.production_id
             changed, unchanged = _diff(_held(previous), state)
+            findings = _preflight(state, reviewed) + _unreviewed(changed, reviewed)
             if dry_run:
                 return PromotionReceipt(
                     kind=DRY_RUN,
