@@ -28,6 +28,7 @@ from versions.services import (
     deployment_history,
     event_receipt,
     name_point,
+    production_notice,
     promote,
     restore_change_set,
     rollback_production,
@@ -538,3 +539,9 @@ def test_a_change_that_was_not_among_what_was_reviewed_is_not_promoted(site):
         "Review the promotion again.",
     )
     assert_nothing_promoted(site, first)
+
+
+def test_a_restore_of_an_app_with_production_says_it_changed_the_draft_only(site):
+    assert production_notice(site) == ""
+    first = promote(site, by="rvaid").deployment_id
+    assert production_notice(site) == (f"Production still serves {first}; promote to ship this.")

@@ -10,6 +10,7 @@ from versions.services.deployments import (
     deployment_history,
     deployments,
     event_receipt,
+    production_notice,
     promote,
     rollback_production,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "name_point",
     "preview_token_valid",
     "preview_url",
+    "production_notice",
     "promote",
     "resolve_state",
     "restore_change_set",

@@ -58,6 +58,9 @@ NO_EARLIER_DEPLOYMENT = (
     "deployment to roll back to."
 )
 DEPLOYMENT_NOT_FOUND = "App “{app}” has no deployment “{id}”."
+# What a restore, revert or write of an app with production says (SPEC §13): it changed the
+# draft only.
+PRODUCTION_STILL_SERVES = "Production still serves {deployment}; promote to ship this."
 NOTE_NOT_TEXT = "A note must be text."
 NOTE_TOO_LONG = "A note is at most 500 characters."
 NOTE_HAS_CONTROL = "A note cannot contain control characters."
@@ -577,6 +580,13 @@ def event_receipt(event: DeploymentEvent) -> dict[str, Any]:
         )
         receipt = {key: receipt[key] for key in _RECEIPT_KEYS if key in receipt}
     return receipt
+
+
+def production_notice(app: App | str) -> str:
+    """The words a restore, revert or write of the app shows beside its receipt: that it
+    changed the draft and production still serves its deployment ("" without production)."""
+    current = states.production_id(resolve_app(app))
+    return PRODUCTION_STILL_SERVES.format(deployment=current) if current else ""
 
 
 def deployments(app: App | str) -> list[Deployment]:
