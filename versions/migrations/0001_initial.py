@@ -6,6 +6,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -14,498 +15,199 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="App",
+            name='App',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "slug",
-                    models.SlugField(
-                        help_text="Lowercase letters, digits and hyphens.", unique=True
-                    ),
-                ),
-                ("name", models.CharField(max_length=200)),
-                (
-                    "route_generation",
-                    models.PositiveBigIntegerField(
-                        default=0,
-                        help_text="Bumped after every committed route change; servers reload on it.",
-                    ),
-                ),
-                ("created_on", models.DateTimeField(auto_now_add=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('slug', models.SlugField(help_text='Lowercase letters, digits and hyphens.', unique=True)),
+                ('name', models.CharField(max_length=200)),
+                ('route_generation', models.PositiveBigIntegerField(default=0, help_text='Bumped after every committed route change; servers reload on it.')),
+                ('created_on', models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                "ordering": ["slug"],
+                'ordering': ['slug'],
             },
         ),
         migrations.CreateModel(
-            name="Blob",
+            name='Blob',
             fields=[
-                (
-                    "sha256",
-                    models.CharField(
-                        help_text="Hex sha256 of the UTF-8 bytes.",
-                        max_length=64,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                (
-                    "data",
-                    models.BinaryField(help_text="UTF-8 bytes, zlib-compressed when `compressed`."),
-                ),
-                ("size", models.PositiveBigIntegerField(help_text="Length of the UTF-8 bytes.")),
-                (
-                    "chars",
-                    models.PositiveBigIntegerField(help_text="Length of the text in characters."),
-                ),
-                ("compressed", models.BooleanField(default=False)),
-                ("created_on", models.DateTimeField(auto_now_add=True)),
+                ('sha256', models.CharField(help_text='Hex sha256 of the UTF-8 bytes.', max_length=64, primary_key=True, serialize=False)),
+                ('data', models.BinaryField(help_text='UTF-8 bytes, zlib-compressed when `compressed`.')),
+                ('size', models.PositiveBigIntegerField(help_text='Length of the UTF-8 bytes.')),
+                ('chars', models.PositiveBigIntegerField(help_text='Length of the text in characters.')),
+                ('compressed', models.BooleanField(default=False)),
+                ('created_on', models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                "ordering": ["created_on"],
+                'ordering': ['created_on'],
             },
         ),
         migrations.CreateModel(
-            name="AgentToken",
+            name='AgentToken',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "key_hash",
-                    models.CharField(help_text="sha256 of the token.", max_length=64, unique=True),
-                ),
-                (
-                    "prefix",
-                    models.CharField(help_text="First characters, to recognise it.", max_length=12),
-                ),
-                ("label", models.CharField(blank=True, max_length=200)),
-                ("created_on", models.DateTimeField(auto_now_add=True)),
-                ("last_used_on", models.DateTimeField(blank=True, null=True)),
-                ("revoked", models.BooleanField(default=False)),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="agent_tokens",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                ("apps", models.ManyToManyField(related_name="agent_tokens", to="versions.app")),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('key_hash', models.CharField(help_text='sha256 of the token.', max_length=64, unique=True)),
+                ('prefix', models.CharField(help_text='First characters, to recognise it.', max_length=12)),
+                ('label', models.CharField(blank=True, max_length=200)),
+                ('created_on', models.DateTimeField(auto_now_add=True)),
+                ('last_used_on', models.DateTimeField(blank=True, null=True)),
+                ('revoked', models.BooleanField(default=False)),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agent_tokens', to=settings.AUTH_USER_MODEL)),
+                ('apps', models.ManyToManyField(related_name='agent_tokens', to='versions.app')),
             ],
             options={
-                "ordering": ["-created_on"],
+                'ordering': ['-created_on'],
             },
         ),
         migrations.CreateModel(
-            name="Artifact",
+            name='Artifact',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "collection",
-                    models.CharField(
-                        choices=[
-                            ("pltf_page", "Page"),
-                            ("pltf_frontend_module", "Frontend module"),
-                            ("pltf_stylesheet", "Stylesheet"),
-                            ("pltf_api_route", "API route"),
-                            ("pltf_server_script", "Server script"),
-                        ],
-                        max_length=32,
-                    ),
-                ),
-                ("name", models.CharField(max_length=200)),
-                (
-                    "sha256",
-                    models.CharField(
-                        blank=True,
-                        help_text='Hex sha256 of the current source; "" (the empty marker) for a tombstone.',
-                        max_length=64,
-                    ),
-                ),
-                (
-                    "size",
-                    models.PositiveBigIntegerField(
-                        default=0, help_text="UTF-8 bytes of the source."
-                    ),
-                ),
-                (
-                    "deleted",
-                    models.BooleanField(
-                        default=False,
-                        help_text="A tombstone: deleted behind a restore point, never removed.",
-                    ),
-                ),
-                (
-                    "route_key",
-                    models.CharField(
-                        blank=True,
-                        help_text="For live API routes: 'METHOD /path/{}' used to refuse ambiguous routes.",
-                        max_length=300,
-                        null=True,
-                    ),
-                ),
-                (
-                    "pruned_until",
-                    models.DateTimeField(
-                        blank=True,
-                        help_text="Capture time of this artifact's newest pruned restore point, if any.",
-                        null=True,
-                    ),
-                ),
-                ("updated_on", models.DateTimeField()),
-                ("updated_by", models.CharField(blank=True, max_length=150)),
-                (
-                    "app",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="artifacts",
-                        to="versions.app",
-                    ),
-                ),
-                (
-                    "blob",
-                    models.ForeignKey(
-                        blank=True,
-                        help_text="The current source; empty for a tombstone.",
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to="versions.blob",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('collection', models.CharField(choices=[('pltf_page', 'Page'), ('pltf_frontend_module', 'Frontend module'), ('pltf_stylesheet', 'Stylesheet'), ('pltf_api_route', 'API route'), ('pltf_server_script', 'Server script')], max_length=32)),
+                ('name', models.CharField(max_length=200)),
+                ('sha256', models.CharField(blank=True, help_text='Hex sha256 of the current source; "" (the empty marker) for a tombstone.', max_length=64)),
+                ('size', models.PositiveBigIntegerField(default=0, help_text='UTF-8 bytes of the source.')),
+                ('deleted', models.BooleanField(default=False, help_text='A tombstone: deleted behind a restore point, never removed.')),
+                ('route_key', models.CharField(blank=True, help_text="For live API routes: 'METHOD /path/{}' used to refuse ambiguous routes.", max_length=300, null=True)),
+                ('pruned_until', models.DateTimeField(blank=True, help_text="Capture time of this artifact's newest pruned restore point, if any.", null=True)),
+                ('updated_on', models.DateTimeField()),
+                ('updated_by', models.CharField(blank=True, max_length=150)),
+                ('app', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='artifacts', to='versions.app')),
+                ('blob', models.ForeignKey(blank=True, help_text='The current source; empty for a tombstone.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='versions.blob')),
             ],
             options={
-                "ordering": ["collection", "name"],
+                'ordering': ['collection', 'name'],
             },
         ),
         migrations.CreateModel(
-            name="ChangeSet",
+            name='ChangeSet',
             fields=[
-                (
-                    "id",
-                    models.CharField(
-                        help_text="cs_<first point id> or rs_<ms>_<rand>.",
-                        max_length=48,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[("change", "Change"), ("restore", "Restore")], max_length=10
-                    ),
-                ),
-                ("name", models.CharField(blank=True, max_length=200)),
-                ("created_on", models.DateTimeField()),
-                ("created_by", models.CharField(blank=True, max_length=150)),
-                (
-                    "receipt",
-                    models.JSONField(blank=True, help_text="A restore set's receipt.", null=True),
-                ),
-                ("run_id", models.CharField(blank=True, max_length=200)),
-                ("turn_id", models.CharField(blank=True, max_length=200)),
-                (
-                    "pruned",
-                    models.JSONField(
-                        blank=True,
-                        default=list,
-                        help_text="Points of this set removed by retention: [{pointId, artifactId}].",
-                    ),
-                ),
-                (
-                    "app",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="change_sets",
-                        to="versions.app",
-                    ),
-                ),
-                (
-                    "restored_from",
-                    models.ForeignKey(
-                        blank=True,
-                        help_text="For a restore set: the set it restored.",
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="restores",
-                        to="versions.changeset",
-                    ),
-                ),
+                ('id', models.CharField(help_text='cs_<first point id> or rs_<ms>_<rand>.', max_length=48, primary_key=True, serialize=False)),
+                ('kind', models.CharField(choices=[('change', 'Change'), ('restore', 'Restore')], max_length=10)),
+                ('name', models.CharField(blank=True, max_length=200)),
+                ('created_on', models.DateTimeField()),
+                ('created_by', models.CharField(blank=True, max_length=150)),
+                ('receipt', models.JSONField(blank=True, help_text="A restore set's receipt.", null=True)),
+                ('run_id', models.CharField(blank=True, max_length=200)),
+                ('turn_id', models.CharField(blank=True, max_length=200)),
+                ('pruned', models.JSONField(blank=True, default=list, help_text='Points of this set removed by retention: [{pointId, artifactId}].')),
+                ('app', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='change_sets', to='versions.app')),
+                ('restored_from', models.ForeignKey(blank=True, help_text='For a restore set: the set it restored.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='restores', to='versions.changeset')),
             ],
             options={
-                "ordering": ["-created_on", "-id"],
-                "permissions": [
-                    ("restore_changeset", "Can restore change sets and restore points")
-                ],
+                'ordering': ['-created_on', '-id'],
+                'permissions': [('restore_changeset', 'Can restore change sets and restore points')],
             },
         ),
         migrations.AddField(
-            model_name="app",
-            name="release_set",
-            field=models.ForeignKey(
-                blank=True,
-                help_text="The change set currently marked as this app's release (at most one).",
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to="versions.changeset",
-            ),
+            model_name='app',
+            name='release_set',
+            field=models.ForeignKey(blank=True, help_text="The change set currently marked as this app's release (at most one).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='versions.changeset'),
         ),
         migrations.CreateModel(
-            name="ReleaseMark",
+            name='ReleaseMark',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "change_set_ref",
-                    models.CharField(help_text="The set id, kept if pruned.", max_length=48),
-                ),
-                (
-                    "action",
-                    models.CharField(
-                        choices=[("mark", "Marked"), ("unmark", "Unmarked")], max_length=10
-                    ),
-                ),
-                ("by", models.CharField(max_length=150)),
-                ("on", models.DateTimeField(auto_now_add=True)),
-                (
-                    "app",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="release_marks",
-                        to="versions.app",
-                    ),
-                ),
-                (
-                    "change_set",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="versions.changeset",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('change_set_ref', models.CharField(help_text='The set id, kept if pruned.', max_length=48)),
+                ('action', models.CharField(choices=[('mark', 'Marked'), ('unmark', 'Unmarked')], max_length=10)),
+                ('by', models.CharField(max_length=150)),
+                ('on', models.DateTimeField(auto_now_add=True)),
+                ('app', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='release_marks', to='versions.app')),
+                ('change_set', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='versions.changeset')),
             ],
             options={
-                "ordering": ["-on", "-id"],
+                'ordering': ['-on', '-id'],
             },
         ),
         migrations.CreateModel(
-            name="RestorePoint",
+            name='RestorePoint',
             fields=[
-                (
-                    "id",
-                    models.CharField(
-                        help_text="rp_<ms base36>_<8 chars>.",
-                        max_length=40,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[("capture", "Capture"), ("counter", "Counter (before a restore)")],
-                        max_length=10,
-                    ),
-                ),
-                ("previous_sha256", models.CharField(blank=True, max_length=64)),
-                ("previous_size", models.PositiveBigIntegerField(default=0)),
-                ("previous_existed", models.BooleanField()),
-                (
-                    "source_stored",
-                    models.BooleanField(
-                        help_text="False when the previous source was over the size cap and not kept."
-                    ),
-                ),
-                (
-                    "new_sha256",
-                    models.CharField(blank=True, help_text='"" when deleted.', max_length=64),
-                ),
-                ("requested_by", models.CharField(blank=True, max_length=150)),
-                ("tool", models.CharField(blank=True, max_length=200)),
-                ("created_on", models.DateTimeField()),
-                ("lines_added", models.PositiveIntegerField(default=0)),
-                ("lines_removed", models.PositiveIntegerField(default=0)),
-                ("run_id", models.CharField(blank=True, max_length=200)),
-                ("turn_id", models.CharField(blank=True, max_length=200)),
-                ("name", models.CharField(blank=True, max_length=200)),
-                (
-                    "pinned",
-                    models.BooleanField(
-                        default=False,
-                        help_text="Named, or in a named set or the release set: never pruned, not counted.",
-                    ),
-                ),
-                (
-                    "app",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="restore_points",
-                        to="versions.app",
-                    ),
-                ),
-                (
-                    "artifact",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="points",
-                        to="versions.artifact",
-                    ),
-                ),
-                (
-                    "change_set",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="points",
-                        to="versions.changeset",
-                    ),
-                ),
-                (
-                    "previous_blob",
-                    models.ForeignKey(
-                        blank=True,
-                        help_text="The replaced source; empty when not stored or when nothing existed.",
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to="versions.blob",
-                    ),
-                ),
+                ('id', models.CharField(help_text='rp_<ms base36>_<8 chars>.', max_length=40, primary_key=True, serialize=False)),
+                ('kind', models.CharField(choices=[('capture', 'Capture'), ('counter', 'Counter (before a restore)')], max_length=10)),
+                ('previous_sha256', models.CharField(blank=True, max_length=64)),
+                ('previous_size', models.PositiveBigIntegerField(default=0)),
+                ('previous_existed', models.BooleanField()),
+                ('source_stored', models.BooleanField(help_text='False when the previous source was over the size cap and not kept.')),
+                ('new_sha256', models.CharField(blank=True, help_text='"" when deleted.', max_length=64)),
+                ('requested_by', models.CharField(blank=True, max_length=150)),
+                ('tool', models.CharField(blank=True, max_length=200)),
+                ('created_on', models.DateTimeField()),
+                ('lines_added', models.PositiveIntegerField(default=0)),
+                ('lines_removed', models.PositiveIntegerField(default=0)),
+                ('run_id', models.CharField(blank=True, max_length=200)),
+                ('turn_id', models.CharField(blank=True, max_length=200)),
+                ('name', models.CharField(blank=True, max_length=200)),
+                ('pinned', models.BooleanField(default=False, help_text='Named, or in a named set or the release set: never pruned, not counted.')),
+                ('app', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='restore_points', to='versions.app')),
+                ('artifact', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='points', to='versions.artifact')),
+                ('change_set', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='points', to='versions.changeset')),
+                ('previous_blob', models.ForeignKey(blank=True, help_text='The replaced source; empty when not stored or when nothing existed.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='versions.blob')),
             ],
             options={
-                "ordering": ["-created_on", "-id"],
+                'ordering': ['-created_on', '-id'],
             },
         ),
         migrations.CreateModel(
-            name="AuditEvent",
+            name='AuditEvent',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("kind", models.CharField(max_length=40)),
-                ("by", models.CharField(blank=True, max_length=150)),
-                ("on", models.DateTimeField(auto_now_add=True)),
-                ("change_set_ref", models.CharField(blank=True, max_length=48)),
-                ("data", models.JSONField(blank=True, default=dict)),
-                (
-                    "app",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="audit_events",
-                        to="versions.app",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(max_length=40)),
+                ('by', models.CharField(blank=True, max_length=150)),
+                ('on', models.DateTimeField(auto_now_add=True)),
+                ('change_set_ref', models.CharField(blank=True, max_length=48)),
+                ('data', models.JSONField(blank=True, default=dict)),
+                ('app', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='audit_events', to='versions.app')),
             ],
             options={
-                "ordering": ["-on", "-id"],
-                "indexes": [models.Index(fields=["app", "-on"], name="audit_app_recent")],
+                'ordering': ['-on', '-id'],
+                'indexes': [models.Index(fields=['app', '-on'], name='audit_app_recent')],
             },
         ),
         migrations.AddConstraint(
-            model_name="artifact",
-            constraint=models.UniqueConstraint(
-                fields=("app", "collection", "name"), name="artifact_unique_per_app"
-            ),
+            model_name='artifact',
+            constraint=models.UniqueConstraint(fields=('app', 'collection', 'name'), name='artifact_unique_per_app'),
         ),
         migrations.AddConstraint(
-            model_name="artifact",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("deleted", False), ("route_key__isnull", False)),
-                fields=("app", "route_key"),
-                name="artifact_unambiguous_route",
-            ),
+            model_name='artifact',
+            constraint=models.UniqueConstraint(condition=models.Q(('deleted', False), ('route_key__isnull', False)), fields=('app', 'route_key'), name='artifact_unambiguous_route'),
         ),
         migrations.AddConstraint(
-            model_name="artifact",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    (
-                        "collection__in",
-                        (
-                            "pltf_page",
-                            "pltf_frontend_module",
-                            "pltf_stylesheet",
-                            "pltf_api_route",
-                            "pltf_server_script",
-                        ),
-                    )
-                ),
-                name="artifact_known_collection",
-            ),
+            model_name='artifact',
+            constraint=models.CheckConstraint(condition=models.Q(('collection__in', ('pltf_page', 'pltf_frontend_module', 'pltf_stylesheet', 'pltf_api_route', 'pltf_server_script'))), name='artifact_known_collection'),
         ),
         migrations.AddConstraint(
-            model_name="artifact",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    models.Q(("blob__isnull", True), ("deleted", True), ("sha256", "")),
-                    models.Q(("blob__isnull", False), ("deleted", False)),
-                    _connector="OR",
-                ),
-                name="artifact_tombstone_has_no_source",
-            ),
+            model_name='artifact',
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('blob__isnull', True), ('deleted', True), ('sha256', '')), models.Q(('blob__isnull', False), ('deleted', False)), _connector='OR'), name='artifact_tombstone_has_no_source'),
         ),
         migrations.AddIndex(
-            model_name="changeset",
-            index=models.Index(fields=["app", "-created_on"], name="changeset_app_recent"),
+            model_name='changeset',
+            index=models.Index(fields=['app', '-created_on'], name='changeset_app_recent'),
         ),
         migrations.AddConstraint(
-            model_name="changeset",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("kind", "change"), models.Q(("run_id", ""), _negated=True)),
-                fields=("app", "run_id"),
-                name="changeset_one_per_run",
-            ),
+            model_name='changeset',
+            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'change'), models.Q(('run_id', ''), _negated=True)), fields=('app', 'run_id'), name='changeset_one_per_run'),
         ),
         migrations.AddConstraint(
-            model_name="app",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("slug__regex", "^[a-z0-9-]{1,50}$")), name="app_slug_format"
-            ),
+            model_name='app',
+            constraint=models.CheckConstraint(condition=models.Q(('slug__regex', '^[a-z0-9-]{1,50}$')), name='app_slug_format'),
         ),
         migrations.AddIndex(
-            model_name="restorepoint",
-            index=models.Index(fields=["app", "-created_on"], name="point_app_recent"),
+            model_name='restorepoint',
+            index=models.Index(fields=['app', '-created_on'], name='point_app_recent'),
         ),
         migrations.AddIndex(
-            model_name="restorepoint",
-            index=models.Index(fields=["app", "pinned", "-created_on"], name="point_app_retention"),
+            model_name='restorepoint',
+            index=models.Index(fields=['app', 'pinned', '-created_on'], name='point_app_retention'),
         ),
         migrations.AddIndex(
-            model_name="restorepoint",
-            index=models.Index(fields=["artifact", "created_on"], name="point_artifact_time"),
+            model_name='restorepoint',
+            index=models.Index(fields=['artifact', 'created_on'], name='point_artifact_time'),
         ),
         migrations.AddIndex(
-            model_name="restorepoint",
-            index=models.Index(fields=["app", "turn_id", "-created_on"], name="point_app_turn"),
+            model_name='restorepoint',
+            index=models.Index(fields=['app', 'turn_id', '-created_on'], name='point_app_turn'),
         ),
         migrations.AddConstraint(
-            model_name="restorepoint",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("kind__in", ["capture", "counter"])), name="point_known_kind"
-            ),
+            model_name='restorepoint',
+            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['capture', 'counter'])), name='point_known_kind'),
         ),
     ]

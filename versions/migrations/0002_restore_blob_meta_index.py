@@ -4,13 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("versions", "0001_initial"),
+        ('versions', '0001_initial'),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name="blob",
-            index=models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
+            model_name='blob',
+            index=models.Index(fields=['sha256', 'size', 'chars'], name='blob_meta'),
         ),
     ]

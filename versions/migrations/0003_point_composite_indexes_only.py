@@ -5,29 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("versions", "0002_restore_blob_meta_index"),
+        ('versions', '0002_restore_blob_meta_index'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="restorepoint",
-            name="app",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="restore_points",
-                to="versions.app",
-            ),
+            model_name='restorepoint',
+            name='app',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='restore_points', to='versions.app'),
         ),
         migrations.AlterField(
-            model_name="restorepoint",
-            name="artifact",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="points",
-                to="versions.artifact",
-            ),
+            model_name='restorepoint',
+            name='artifact',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='points', to='versions.artifact'),
         ),
     ]

@@ -4,13 +4,14 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("versions", "0003_point_composite_indexes_only"),
+        ('versions', '0003_point_composite_indexes_only'),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name="restorepoint",
-            name="point_app_turn",
+            model_name='restorepoint',
+            name='point_app_turn',
         ),
     ]

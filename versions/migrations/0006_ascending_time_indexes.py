@@ -5,43 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("versions", "0005_blob_lz4_on_postgresql"),
+        ('versions', '0005_blob_lz4_on_postgresql'),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name="changeset",
-            name="changeset_app_recent",
+            model_name='changeset',
+            name='changeset_app_recent',
         ),
         migrations.RemoveIndex(
-            model_name="restorepoint",
-            name="point_app_recent",
+            model_name='restorepoint',
+            name='point_app_recent',
         ),
         migrations.RemoveIndex(
-            model_name="restorepoint",
-            name="point_app_retention",
+            model_name='restorepoint',
+            name='point_app_retention',
         ),
         migrations.AlterField(
-            model_name="changeset",
-            name="app",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="change_sets",
-                to="versions.app",
-            ),
+            model_name='changeset',
+            name='app',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='change_sets', to='versions.app'),
         ),
         migrations.AddIndex(
-            model_name="changeset",
-            index=models.Index(fields=["app", "created_on"], name="changeset_app_recent"),
+            model_name='changeset',
+            index=models.Index(fields=['app', 'created_on'], name='changeset_app_recent'),
         ),
         migrations.AddIndex(
-            model_name="restorepoint",
-            index=models.Index(fields=["app", "created_on"], name="point_app_recent"),
+            model_name='restorepoint',
+            index=models.Index(fields=['app', 'created_on'], name='point_app_recent'),
         ),
         migrations.AddIndex(
-            model_name="restorepoint",
-            index=models.Index(fields=["app", "pinned", "created_on"], name="point_app_retention"),
+            model_name='restorepoint',
+            index=models.Index(fields=['app', 'pinned', 'created_on'], name='point_app_retention'),
         ),
     ]
