@@ -37,3 +37,8 @@ def live_cors() -> bool:
     """Whether the live app's answers may be read from any origin (its own sandboxed pages
     have an opaque origin, so reading their own API routes needs it)."""
     return bool(getattr(settings, "VERSIONS_LIVE_CORS", True))
+
+
+def preview_link_hours() -> float:
+    """How long a signed preview link the panel makes stays valid, in hours."""
+    return float(getattr(settings, "VERSIONS_PREVIEW_LINK_HOURS", 24))

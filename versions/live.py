@@ -8,10 +8,19 @@ Everything here is agent-written and untrusted: every response carries a CSP ``s
 header, so the served app runs in an opaque origin that cannot read the panel's cookies or call
 the panel with the user's session.
 
+Once an app has a production deployment (SPEC §13), ``/apps/<slug>/`` serves it, byte for byte,
+whatever agents write to the draft afterwards; without one it serves the draft as before.
+Previews serve any state below ``/apps/<slug>/at/<ref>/`` with the same paths: ``production``
+to anyone, every other state only to a signed-in person who may view the app's versions or to
+the holder of a signed, expiring link — which sits in the path
+(``/apps/<slug>/at/<ref>/s/<signature>/…``) so the sandboxed page's relative links to its own
+assets and routes, sent without cookies, carry it too.
+
 Route tables are cached per process and per app, and reloaded when the app's
 ``route_generation`` moved: the route-save path bumps it after every committed route write or
-restore, and each live request reads it (one small query), so a change made through any server
-reaches every server at its next request.
+restore, a promotion or rollback moves it with the production pointer, and each live request
+reads it (one small query), so a change made through any server reaches every server at its
+next request.
 """
 
 from __future__ import annotations
@@ -25,13 +34,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from versions import conf
-from versions.errors import InvalidInput
-from versions.models import API_ROUTE, FRONTEND_MODULE, PAGE, STYLESHEET, App, Artifact, Blob
+from versions import conf, services
+from versions.errors import InvalidInput, NotFound
+from versions.models import (
+    FRONTEND_MODULE,
+    PAGE,
+    STYLESHEET,
+    App,
+    Artifact,
+    Blob,
+    DeploymentEntry,
+)
 from versions.services import RouteSpec, parse_route_spec
 
 logger = logging.getLogger(__name__)
@@ -46,6 +64,15 @@ ASSET_COLLECTIONS = {"css": STYLESHEET, "js": FRONTEND_MODULE}
 NOT_FOUND = "Not found."
 METHOD_NOT_ALLOWED = "This route does not answer {method}."
 ROUTE_FAILED = "This route could not be served. The error was logged on the server."
+PREVIEW_NOT_ALLOWED = (
+    "Not found. Previews of states other than production are for people who may view this "
+    "app's versions: sign in, or open a signed preview link from the panel."
+)
+PREVIEW_LINK_INVALID = (
+    "Not found. This preview link has expired or is not valid: open a new one from the panel."
+)
+MISSING_IN_STATE = "Not found: “{name}” is missing from this state. {reason}"
+VIEW_PERMISSION = "versions.view_changeset"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 _PARAM_SEGMENT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
 
@@ -98,8 +125,8 @@ def _live_reads(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return csrf_exempt(sandboxed_view)
 
 
-def _not_found() -> HttpResponse:
-    return _sandboxed(HttpResponse(NOT_FOUND, status=404, content_type="text/plain; charset=utf-8"))
+def _not_found(message: str = NOT_FOUND) -> HttpResponse:
+    return _sandboxed(HttpResponse(message, status=404, content_type="text/plain; charset=utf-8"))
 
 
 def _etag_matches(request: HttpRequest, etag: str) -> bool:
@@ -113,19 +140,34 @@ def _etag_matches(request: HttpRequest, etag: str) -> bool:
     return etag in tags
 
 
-def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str) -> HttpResponse:
+def _live_blob(slug: str, collection: str, name: str) -> str | None:
+    """The blob ``/apps/<slug>/`` serves for an artifact: production's when the app has a
+    production deployment, else the draft's; one query either way."""
+    held = DeploymentEntry.objects.filter(
+        deployment_id=OuterRef("app__production_id"), artifact_id=OuterRef("pk")
+    ).values("blob_id")[:1]
     row = (
-        Artifact.objects.filter(app__slug=slug, collection=collection, name=name, deleted=False)
-        .values_list("blob_id", flat=True)
+        Artifact.objects.filter(app__slug=slug, collection=collection, name=name)
+        .annotate(held=Subquery(held))
+        .values_list("blob_id", "deleted", "app__production_id", "held")
         .first()
     )
-    if not row:
-        return _not_found()
-    etag = f'"{row}"'
+    if row is None:
+        return None
+    blob_id, deleted, production, held_blob = row
+    if production is not None:
+        return held_blob
+    return None if deleted else blob_id
+
+
+def _serve_blob(request: HttpRequest, blob_id: str, collection: str) -> HttpResponse:
+    """The bytes of blob ``blob_id`` as ``collection`` is served, with its strong ETag (the
+    sha256), or a 304 when the client has them."""
+    etag = f'"{blob_id}"'
     if _etag_matches(request, etag):
         response = HttpResponse(status=304)
     else:
-        blob = Blob.objects.filter(sha256=row).first()
+        blob = Blob.objects.filter(sha256=blob_id).first()
         if blob is None:  # swept between the two reads: the artifact moved on
             return _not_found()
         response = HttpResponse(blob.raw, content_type=CONTENT_TYPES[collection])
@@ -133,6 +175,13 @@ def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str)
     # Always revalidate: a restore must show at the next load, not when a cache expires.
     response["Cache-Control"] = "no-cache"
     return response  # sandboxed by _live_reads
+
+
+def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str) -> HttpResponse:
+    blob_id = _live_blob(slug, collection, name)
+    if not blob_id:
+        return _not_found()
+    return _serve_blob(request, blob_id, collection)
 
 
 @_live_reads
@@ -187,6 +236,8 @@ class LiveRoute:
 class RouteTable:
     generation: int
     routes: tuple[LiveRoute, ...]
+    # The deployment the table was read from (None: the draft).
+    production: str | None = None
 
     def find(self, method: str, parts: list[str]) -> tuple[LiveRoute | None, set[str]]:
         """The best route for ``method`` and path ``parts``, and the methods the path has."""
@@ -211,38 +262,50 @@ _tables_lock = threading.Lock()
 loads = {"count": 0}
 
 
-def _load_table(app_id: int, generation: int) -> RouteTable:
+def _table_of(
+    app_id: int, sources: list[tuple[str, str]], generation: int, production: str | None = None
+) -> RouteTable:
+    """A route table of (name, route source) pairs; a source that is not a valid spec (saved
+    before the rules tightened) is not served."""
     routes: list[LiveRoute] = []
-    rows = (
-        Artifact.objects.filter(app_id=app_id, collection=API_ROUTE, deleted=False)
-        .select_related("blob__base")
-        .order_by("name")
-    )
-    for artifact in rows:
+    for name, source in sources:
         try:
-            spec = parse_route_spec(artifact.source)
-        except InvalidInput:  # saved before the rules tightened: not served
-            logger.warning("route %s of app %s is not a valid spec", artifact.name, app_id)
+            spec = parse_route_spec(source)
+        except InvalidInput:
+            logger.warning("route %s of app %s is not a valid spec", name, app_id)
             continue
         segments = tuple(
             (m.group(1), True) if (m := _PARAM_SEGMENT.match(s)) else (s, False)
             for s in spec.segments
         )
-        routes.append(LiveRoute(name=artifact.name, spec=spec, segments=segments))
+        routes.append(LiveRoute(name=name, spec=spec, segments=segments))
     loads["count"] += 1
-    return RouteTable(generation=generation, routes=tuple(routes))
+    return RouteTable(generation=generation, routes=tuple(routes), production=production)
 
 
-def route_table(app_id: int, generation: int, created_on: Any = None) -> RouteTable:
-    """The app's route table, reloaded when its generation moved since this process read it."""
+def _load_table(app: App, generation: int, production: str | None) -> RouteTable:
+    ref = services.PRODUCTION if production is not None else services.DRAFT
+    return _table_of(app.pk, services.route_sources(app, ref), generation, production)
+
+
+def route_table(
+    app_id: int,
+    generation: int,
+    created_on: Any = None,
+    production: str | None = None,
+    slug: str = "",
+) -> RouteTable:
+    """The app's live route table (production's, else the draft's), reloaded when its
+    generation or its production deployment moved since this process read it."""
     key = (app_id, created_on)
     table = _tables.get(key)
-    if table is not None and table.generation == generation:
+    if table is not None and table.generation == generation and table.production == production:
         return table
     with _tables_lock:
         table = _tables.get(key)
-        if table is None or table.generation != generation:
-            table = _load_table(app_id, generation)
+        if table is None or table.generation != generation or table.production != production:
+            app = App(pk=app_id, slug=slug, created_on=created_on, production_id=production)
+            table = _load_table(app, generation, production)
             _tables[key] = table
     return table
 
@@ -293,15 +356,9 @@ def _preflight(request: HttpRequest, allowed: set[str]) -> HttpResponse:
     return response
 
 
-@csrf_exempt
-def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
-    """An API route of the app: the route spec whose method and path match, as data."""
-    found = (
-        App.objects.filter(slug=slug).values_list("pk", "route_generation", "created_on").first()
-    )
-    if found is None:
-        return _not_found()
-    table = route_table(*found)
+def _answer_route(request: HttpRequest, table: RouteTable, slug: str, path: str) -> HttpResponse:
+    """The answer of ``table`` to a request for ``path``: the matching route, a CORS preflight,
+    a 405 or a 404 — sandboxed."""
     method = (request.method or "GET").upper()
     parts = [p for p in path.split("/") if p]
     route, allowed = table.find(method, parts)
@@ -326,3 +383,125 @@ def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
         logger.exception("route %s of app %s could not be served", route.name, slug)
         response = HttpResponse(ROUTE_FAILED, status=500, content_type="text/plain; charset=utf-8")
     return _sandboxed(response)
+
+
+@csrf_exempt
+def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+    """An API route of the app: the route spec whose method and path match, as data."""
+    found = (
+        App.objects.filter(slug=slug)
+        .values_list("pk", "route_generation", "created_on", "production_id")
+        .first()
+    )
+    if found is None:
+        return _not_found()
+    return _answer_route(request, route_table(*found, slug=slug), slug, path)
+
+
+# --------------------------------------------------------------------------------------------
+# Previews: /apps/<slug>/at/<ref>/…
+# --------------------------------------------------------------------------------------------
+
+# Route tables of deployments, which never change (a few, most recent kept).
+_deployment_tables: dict[tuple[int, Any, str], RouteTable] = {}
+_DEPLOYMENT_TABLES_KEPT = 64
+
+
+def _preview_app(request: HttpRequest, slug: str, ref: str, sig: str | None) -> App | HttpResponse:
+    """The app whose state ``ref`` the request may see, or the 404 in words it gets instead."""
+    app = App.objects.filter(slug=slug).first()
+    if app is None:
+        return _not_found()
+    if ref == services.PRODUCTION:
+        return app  # production is public, as /apps/<slug>/ is
+    if sig is not None:
+        if services.preview_token_valid(app, ref, sig):
+            return app
+        return _not_found(PREVIEW_LINK_INVALID)
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and user.has_perm(VIEW_PERMISSION):
+        return app
+    return _not_found(PREVIEW_NOT_ALLOWED)
+
+
+def _serve_state(
+    request: HttpRequest, slug: str, ref: str, sig: str | None, collection: str, name: str
+) -> HttpResponse:
+    app = _preview_app(request, slug, ref, sig)
+    if isinstance(app, HttpResponse):
+        return app
+    try:
+        entry = services.state_entry(app, ref, collection, name)
+    except NotFound as exc:
+        return _not_found(f"Not found. {exc.message}")
+    if entry is None or entry.sha256 == "":
+        return _not_found()
+    if entry.sha256 is None:
+        return _not_found(MISSING_IN_STATE.format(name=name, reason=entry.reason or ""))
+    return _serve_blob(request, entry.sha256, collection)
+
+
+@_live_reads
+def at_index(request: HttpRequest, slug: str, ref: str, sig: str | None = None) -> HttpResponse:
+    """The page ``index`` of the state ``ref`` names."""
+    return _serve_state(request, slug, ref, sig, PAGE, "index")
+
+
+@_live_reads
+def at_page(
+    request: HttpRequest, slug: str, ref: str, page: str, sig: str | None = None
+) -> HttpResponse:
+    """A page of the state ``ref`` names."""
+    return _serve_state(request, slug, ref, sig, PAGE, page)
+
+
+@_live_reads
+def at_asset(
+    request: HttpRequest, slug: str, ref: str, name: str, ext: str, sig: str | None = None
+) -> HttpResponse:
+    """A stylesheet or frontend module of the state ``ref`` names."""
+    return _serve_state(request, slug, ref, sig, ASSET_COLLECTIONS[ext], name)
+
+
+def _preview_table(app: App, ref: str) -> RouteTable:
+    """The route table of the state ``ref`` names (``NotFound`` as the state's)."""
+    if ref == services.PRODUCTION or ref == services.DRAFT:
+        found = App.objects.filter(pk=app.pk).values_list("route_generation", "production_id")
+        generation, production = found.get()
+        if ref == services.PRODUCTION:
+            if production is None:
+                services.route_sources(app, ref)  # raises NotFound in words
+            return route_table(app.pk, generation, app.created_on, production, slug=app.slug)
+        key = (-app.pk, app.created_on)  # the draft's own table, beside the live one
+        table = _tables.get(key)
+        if table is None or table.generation != generation:
+            table = _table_of(app.pk, services.route_sources(app, ref), generation)
+            with _tables_lock:
+                _tables[key] = table
+        return table
+    if ref.startswith("dp_"):
+        dp_key = (app.pk, app.created_on, ref)
+        table = _deployment_tables.get(dp_key)
+        if table is None:
+            table = _table_of(app.pk, services.route_sources(app, ref), 0, ref)
+            with _tables_lock:
+                if len(_deployment_tables) >= _DEPLOYMENT_TABLES_KEPT:
+                    _deployment_tables.pop(next(iter(_deployment_tables)))
+                _deployment_tables[dp_key] = table
+        return table
+    return _table_of(app.pk, services.route_sources(app, ref), 0)
+
+
+@csrf_exempt
+def at_api(
+    request: HttpRequest, slug: str, ref: str, path: str, sig: str | None = None
+) -> HttpResponse:
+    """An API route of the state ``ref`` names."""
+    app = _preview_app(request, slug, ref, sig)
+    if isinstance(app, HttpResponse):
+        return app
+    try:
+        table = _preview_table(app, ref)
+    except NotFound as exc:
+        return _not_found(f"Not found. {exc.message}")
+    return _answer_route(request, table, slug, path)

@@ -1,4 +1,5 @@
-"""Versions data model: apps, artifacts, content-addressed blobs, restore points, change sets.
+"""Versions data model: apps, artifacts, content-addressed blobs, restore points, change sets,
+deployments.
 
 Sources live once, in :class:`Blob`, keyed by the sha256 of their UTF-8 bytes (SPEC §11). An
 artifact references the blob of its current source and a restore point the blob of the source
@@ -251,6 +252,14 @@ class App(models.Model):
     )
     route_generation = models.PositiveBigIntegerField(
         default=0, help_text="Bumped after every committed route change; servers reload on it."
+    )
+    production = models.ForeignKey(
+        "Deployment",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The deployment /apps/<slug>/ serves; empty: it serves the draft.",
     )
     created_on = models.DateTimeField(auto_now_add=True)
 
@@ -565,6 +574,9 @@ class AgentToken(models.Model):
         "tokens expired.",
     )
     revoked = models.BooleanField(default=False)
+    can_promote = models.BooleanField(
+        default=False, help_text="May promote to production and roll it back (--can-promote)."
+    )
 
     class Meta:
         ordering = ["-created_on"]
@@ -643,3 +655,114 @@ class AppMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user or self.group} {self.role} of {self.app}"
+
+
+class Deployment(models.Model):
+    """An immutable snapshot of an app (SPEC §13): per artifact, the blob of its source then,
+    or absent (no entry). Entries reference blobs; promoting copies no source bytes."""
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="dp_<ms base36>_<8 chars>.")
+    # No index of its own: deployment_app_recent leads with it.
+    app = models.ForeignKey(
+        App, on_delete=models.PROTECT, related_name="deployments", db_index=False
+    )
+    ref = models.CharField(
+        max_length=48, help_text="The state promoted: draft, production, dp_…, cs_…, rs_… or rp_…."
+    )
+    source_set = models.CharField(
+        max_length=48,
+        blank=True,
+        help_text="The change set whose state this is (for the draft: its newest set); kept as "
+        "text, so a set pruned later still shows where the state came from.",
+    )
+    size = models.PositiveIntegerField(default=0, help_text="How many artifacts exist in it.")
+    created_by = models.CharField(max_length=150, blank=True)
+    created_on = models.DateTimeField()
+    note = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-created_on", "-id"]
+        permissions = [("promote_deployment", "Can promote to production and roll it back")]
+        indexes = [models.Index(fields=["app", "created_on"], name="deployment_app_recent")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class DeploymentEntry(models.Model):
+    """One artifact of a deployment and the blob it holds there (absent artifacts have none)."""
+
+    # No index of its own: deploymententry_unique leads with it.
+    deployment = models.ForeignKey(
+        Deployment, on_delete=models.PROTECT, related_name="entries", db_index=False
+    )
+    artifact = models.ForeignKey(
+        Artifact, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    # Indexed: the blob sweep asks whether any deployment still references a blob.
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["deployment", "artifact"], name="deploymententry_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment_id}:{self.artifact_id}"
+
+
+class DeploymentEvent(models.Model):
+    """History of production: every promotion and rollback, who, when, note, from → to."""
+
+    PROMOTION = "promotion"
+    ROLLBACK = "rollback"
+    KIND_CHOICES = [(PROMOTION, "Promotion"), (ROLLBACK, "Rollback")]
+
+    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="deployment_events")
+    kind = models.CharField(max_length=10, choices=KIND_CHOICES)
+    from_deployment = models.ForeignKey(
+        Deployment,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="What production served before (empty: the draft, never promoted).",
+    )
+    to_deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+")
+    by = models.CharField(max_length=150, blank=True)
+    on = models.DateTimeField()
+    note = models.CharField(max_length=500, blank=True)
+    unchanged = models.PositiveIntegerField(
+        default=0, help_text="Artifacts that are the same on both sides of the move."
+    )
+    changes_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The earlier move whose changes this one's are (see receipt).",
+    )
+    changes_inverted = models.BooleanField(
+        default=False, help_text="This move's changes are those of changes_of, turned around."
+    )
+    # Last: SQLite keeps the columns after a long value behind its overflow pages, and the
+    # rollback path reads the ones above without the receipt.
+    receipt = models.JSONField(
+        help_text="The receipt of SPEC §13. A rollback that reverses (or repeats) an earlier "
+        "move leaves out its ``changed`` list: it is that move's (``changes_of``), read when "
+        "the receipt is shown, so a rollback costs the same whatever it changes."
+    )
+
+    class Meta:
+        ordering = ["-on", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["promotion", "rollback"]), name="deploymentevent_known_kind"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.from_deployment_id} → {self.to_deployment_id}"

@@ -65,6 +65,15 @@ from versions.services.capture import (
     delete_artifact,
     write_artifact,
 )
+from versions.services.deployments import (
+    PromotionReceipt,
+    deployment_history,
+    deployments,
+    event_receipt,
+    production_notice,
+    promote,
+    rollback_production,
+)
 from versions.services.flow import KINDS, POINT, RELEASE, REVERT, SET, run_restore
 from versions.services.members import (
     ALREADY_MEMBER,
@@ -86,6 +95,17 @@ from versions.services.naming import (
     name_change_set,
     name_point,
     unmark_release,
+)
+from versions.services.refs import (
+    DRAFT,
+    PRODUCTION,
+    AppState,
+    StateEntry,
+    preview_token_valid,
+    preview_url,
+    resolve_state,
+    route_sources,
+    state_entry,
 )
 from versions.services.release import SCOPE, restore_to_release
 from versions.services.restore import (
@@ -138,6 +158,22 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "DRAFT",
+    "PRODUCTION",
+    "AppState",
+    "PromotionReceipt",
+    "StateEntry",
+    "deployment_history",
+    "deployments",
+    "event_receipt",
+    "preview_token_valid",
+    "preview_url",
+    "production_notice",
+    "promote",
+    "resolve_state",
+    "rollback_production",
+    "route_sources",
+    "state_entry",
     "over_limit",
     "DEFAULT_EXPIRY_DAYS",
     "list_agent_tokens",

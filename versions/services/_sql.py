@@ -19,7 +19,15 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils.dateparse import parse_datetime
 
-from versions.models import App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
+from versions.models import (
+    App,
+    Artifact,
+    Blob,
+    ChangeSet,
+    DeploymentEntry,
+    ReleaseMark,
+    RestorePoint,
+)
 from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
 from versions.rawsql import execute_first as _execute_first
@@ -90,6 +98,7 @@ def _sql(vendor: str) -> dict[str, str]:
     json_cast = "::jsonb" if vendor == "postgresql" else ""
     app_table, mark = _table(App), _table(ReleaseMark)
     capture, counter = RestorePoint.CAPTURE, RestorePoint.COUNTER
+    entry = _table(DeploymentEntry)
     # Whether change set ``cs`` is pinned: named, or its app's release.
     set_pinned = (
         f"CASE WHEN cs.name <> '' OR EXISTS (SELECT 1 FROM {app_table} AS ap "
@@ -213,6 +222,7 @@ def _sql(vendor: str) -> dict[str, str]:
         # delta that needs it goes with it (a delta is never a base: chains are one deep).
         # (The candidates and their bases are one list, found on the primary key: an OR of
         # the two would have the planner scan the tables.)
+        # No deployment may reference it either (SPEC §13).
         "sweep": (
             f"DELETE FROM {blob} WHERE sha256 IN (SELECT c.sha256 FROM {blob} AS c "
             f"WHERE c.sha256 IN ({{ids}}) UNION SELECT c.base_id FROM {blob} AS c "
@@ -222,7 +232,9 @@ def _sql(vendor: str) -> dict[str, str]:
             f" AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = {blob}.sha256 "
             f"AND (d.sha256 NOT IN ({{ids}}) "
             f"OR EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = d.sha256) "
-            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = d.sha256)))"
+            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = d.sha256) "
+            f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = d.sha256)))"
+            f" AND NOT EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {blob}.sha256)"
         ),
         # The lock, the current source and (SQLite, where the write lock is already held, so
         # the count cannot go stale) the retention count, in one statement. The blob's sha is
@@ -599,8 +611,8 @@ def append_pruned(app_id: int, additions: dict[str, list[dict]]) -> None:
 
 
 def sweep_blobs(candidates: list[str]) -> int:
-    """Delete the blobs among ``candidates`` that no artifact and no point references, with
-    the full copies that only deltas among them needed."""
+    """Delete the blobs among ``candidates`` that no artifact, point or deployment references,
+    with the full copies that only deltas among them needed."""
     if not candidates:
         return 0
     return int(_execute(_in("sweep", candidates), candidates * 3))

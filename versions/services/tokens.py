@@ -23,6 +23,7 @@ from versions.models import AgentToken, App, AppMembership
 
 TOKEN_PREFIX = "vt_"
 RESTORE_PERMISSION = "versions.restore_changeset"
+PROMOTE_PERMISSION = "versions.promote_deployment"
 # last_used_on is refreshed at most this often, so a burst of requests writes it once.
 _TOUCH_EVERY = timedelta(minutes=1)
 
@@ -55,11 +56,14 @@ def create_agent_token(
     *,
     label: str = "",
     expires_in_days: int = DEFAULT_EXPIRY_DAYS,
+    can_promote: bool = False,
 ) -> tuple[str, AgentToken]:
     """Create a token for ``username`` scoped to ``app_slugs``, expiring in ``expires_in_days``;
     returns (the token, its row).
 
-    The token itself is returned only here: the database keeps its hash.
+    The token itself is returned only here: the database keeps its hash. Only a token made
+    ``can_promote`` may promote to production or roll it back (and its user needs the
+    permission too).
     """
     if isinstance(expires_in_days, bool) or not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
         raise InvalidInput(
@@ -87,6 +91,7 @@ def create_agent_token(
         prefix=token[:12],
         label=label[:200],
         expires_on=timezone.now() + timedelta(days=expires_in_days),
+        can_promote=bool(can_promote),
     )
     row.apps.set(apps)
     return token, row
@@ -137,6 +142,11 @@ def token_app_slugs(row: AgentToken) -> set[str]:
 def token_can_restore(row: AgentToken) -> bool:
     """Whether the token's user holds the restore permission."""
     return row.user.is_active and row.user.has_perm(RESTORE_PERMISSION)
+
+
+def token_can_promote(row: AgentToken) -> bool:
+    """Whether the token was made ``--can-promote`` and its user holds the promote permission."""
+    return row.can_promote and row.user.is_active and row.user.has_perm(PROMOTE_PERMISSION)
 
 
 def revoke_token(row: AgentToken) -> None:

@@ -1,4 +1,5 @@
-"""``create_agent_token <username> --app <slug> [--app <slug> …]``: a bearer token, shown once."""
+"""``create_agent_token <username> --app <slug> [--app <slug> …] [--can-promote]``: a bearer
+token, shown once."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ class Command(BaseCommand):
             metavar="N",
             help=f"Days until the token stops working (1 to 3650; default {DEFAULT_EXPIRY_DAYS}).",
         )
+        parser.add_argument(
+            "--can-promote",
+            action="store_true",
+            help="The token may promote to production and roll it back (its user needs the "
+            "promote_deployment permission too). Without it, a token can never promote.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["apps"]:
@@ -44,14 +51,16 @@ class Command(BaseCommand):
                 options["apps"],
                 label=options["label"],
                 expires_in_days=options["expires_in_days"],
+                can_promote=options["can_promote"],
             )
         except VersionsError as exc:
             raise CommandError(exc.message)
         apps = ", ".join(sorted(row.apps.values_list("slug", flat=True)))
         assert row.expires_on is not None
         expires = row.expires_on.strftime("%Y-%m-%d %H:%M UTC")
+        promotes = " It can promote to production." if row.can_promote else ""
         self.stdout.write(
             f"Created token {row.pk} for {row.user.get_username()} on {apps}, expiring "
-            f"{expires}. It is shown only this once; store it now:"
+            f"{expires}.{promotes} It is shown only this once; store it now:"
         )
         self.stdout.write(token)

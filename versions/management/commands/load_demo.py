@@ -1,7 +1,9 @@
 """Load the demo app (a made-up quote-approval tool) through the capture service.
 
-Its history is real: the first version of every artifact, then one agent turn that changed the
-page and the stylesheet, so a new user sees a real change set on first start.
+Its history is real: the first version of every artifact, promoted to production, then one
+agent turn that changed the page and the stylesheet in the draft. So a new user sees a real
+change set on first start, and production (``/apps/quote-approvals/``) unaffected by the turn
+until they promote it; the draft is at ``/apps/quote-approvals/at/draft/``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ INITIAL = [
     ("pltf_api_route", "quote-by-id", "before/quote-by-id.json"),
     ("pltf_server_script", "approve", "before/approve.js"),
 ]
+PRODUCTION_NOTE = "The first version, reviewed before the agent's turn."
 AGENT_TURN = [
     ("pltf_page", "index", "agent_turn/index.html", "devzone-agent:write_page"),
     ("pltf_stylesheet", "App", "agent_turn/App.css", "devzone-agent:write_stylesheet"),
@@ -67,6 +70,7 @@ def load_demo(*, with_agent_turn: bool = True) -> App:
             tool="fixtures:load_demo",
             run_id="demo-initial-version",
         )
+    services.promote(app, by="setup", note=PRODUCTION_NOTE)
     if with_agent_turn:
         for collection, name, path, tool in AGENT_TURN:
             services.write_artifact(
@@ -114,7 +118,10 @@ def demo_accounts() -> list[tuple[str, str]]:
 
 
 class Command(BaseCommand):
-    help = "Load the demo app (quote approvals) with a real agent turn, and a demo sign-in."
+    help = (
+        "Load the demo app (quote approvals): its first version in production, a real agent "
+        "turn in the draft, and a demo sign-in."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
