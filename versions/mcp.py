@@ -89,6 +89,8 @@ TITLES = {
     "diff_change_set": "A change set's diff",
     "restore_change_set": "Restore all of a change set",
     "revert_change_set": "Revert this set",
+    "list_deployments": "Production and its deployments",
+    "promote": "Promote to production",
 }
 RESOURCE_TEMPLATE = "versions://{slug}/{collection}/{name}"
 
@@ -471,6 +473,42 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         sets made to the same artifacts (a three-way merge, like git revert). Overlapping
         later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
         return restore_tool(services.REVERT, set_id, dry_run, expected)
+
+    @server.tool(annotations=read_only)
+    def list_deployments() -> CallToolResult:
+        """The app's production deployment, its deployments (newest first) and the history of
+        production: every promotion and rollback, who, when, note, from → to."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            return selectors.production_overview(app)
+
+        return call(body)
+
+    row = services.verify_token(token)
+    if row is not None and row.can_promote:
+        # Only a token made --can-promote sees the tool at all (SPEC §13).
+
+        @server.tool(annotations=changes_app)
+        def promote(
+            ref: Annotated[
+                str, Field(description="What to ship: draft (default), cs_…, rp_… or dp_….")
+            ] = "draft",
+            note: Annotated[str, Field(description="Why, for the history.", max_length=500)] = "",
+            expected: Reviewed = None,
+            dry_run: DryRun = False,
+        ) -> CallToolResult:
+            """Promote a state of the app (default the draft agents write) to production, after
+            a full pre-flight: any finding and nothing changes. Returns the receipt."""
+
+            def body() -> dict[str, Any]:
+                actor, app = authorise()
+                receipt = services.promote(
+                    app, actor=actor, ref=ref, note=note, expected=expected, dry_run=dry_run
+                )
+                return receipt.as_dict()
+
+            return call(body, ref, note, expected)
 
     for tool in server._tool_manager._tools.values():
         tool.title = TITLES.get(tool.name, tool.title)

@@ -70,5 +70,9 @@ urlpatterns = [
     path(f"{_APP}members/add/", views.add_member, name="add_member"),
     path(f"{_APP}members/<int:membership_id>/role/", views.change_role, name="change_role"),
     path(f"{_APP}members/<int:membership_id>/remove/", views.remove_member, name="remove_member"),
+    path(f"{_APP}production/", views.production, name="production"),
+    path(f"{_APP}production/promote/", views.promote, name="promote"),
+    path(f"{_APP}production/rollback/<str:deployment_id>/", views.rollback, name="rollback"),
+    path(f"{_APP}preview/<str:ref>/", views.preview, name="preview"),
     # Live app routes (versions/live.py) go below this line.
 ]

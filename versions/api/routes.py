@@ -38,9 +38,11 @@ from versions.api.schemas import (
     HistoryQuery,
     PageQuery,
     PointDetail,
+    PromoteIn,
     RestorePointIn,
     RestoreReceiptOut,
     RestoreSetIn,
+    RollbackIn,
     WriteIn,
     WriteReceiptOut,
 )
@@ -543,6 +545,51 @@ def post_restore_to_release(
     return _restore(
         request, services.RELEASE, None, app=app, dry_run=body.dry_run, expected=body.expected
     )
+
+
+# --- production (SPEC §13) ---------------------------------------------------------------
+
+_NO_BODY_PROMOTE = PromoteIn(ref="draft", note="", expected=None, dry_run=False)
+_NO_BODY_ROLLBACK = RollbackIn(to=None, note="")
+
+
+@api.get(
+    "/apps/{slug}/deployments",
+    response={200: dict[str, Any], **ERRORS},
+    summary="The app's production deployment, its deployments and the history of production",
+    tags=["production"],
+)
+def get_deployments(request: HttpRequest, slug: str) -> Any:
+    return selectors.production_overview(services.app_for(slug, actor=_actor(request)))
+
+
+@api.post(
+    "/apps/{slug}/deployments",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Promote a state (default the draft) to production, or a dry run",
+    tags=["production"],
+)
+def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_PROMOTE) -> Any:
+    receipt = services.promote(
+        slug,
+        actor=_actor(request),
+        ref=body.ref,
+        note=body.note,
+        expected=body.expected,
+        dry_run=body.dry_run,
+    )
+    return api.create_response(request, receipt.as_dict(), status=200)
+
+
+@api.post(
+    "/apps/{slug}/production/rollback",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Instant rollback: point production at an earlier deployment",
+    tags=["production"],
+)
+def post_rollback(request: HttpRequest, slug: str, body: RollbackIn = _NO_BODY_ROLLBACK) -> Any:
+    receipt = services.rollback_production(slug, actor=_actor(request), to=body.to, note=body.note)
+    return api.create_response(request, receipt.as_dict(), status=200)
 
 
 # --- outside the routes ---------------------------------------------------------------------

@@ -342,3 +342,30 @@ class AtQuery(Schema):
 
 
 ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 413, 422), ErrorOut)
+
+
+class PromoteIn(Schema):
+    """Promote a state to production (SPEC §13). ``ref``: draft (default), a set, a point or a
+    deployment; ``expected``: "collection/name" → the sha256 you reviewed in the draft."""
+
+    ref: str = Field("draft", max_length=64)
+    note: str = Field("", max_length=500)
+    expected: dict[str, str] | None = None
+    dry_run: bool = False
+
+    @field_validator("ref", "note")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""
+
+
+class RollbackIn(Schema):
+    """Roll production back to an earlier deployment (``to``; default the one before)."""
+
+    to: str | None = Field(None, max_length=64)
+    note: str = Field("", max_length=500)
+
+    @field_validator("to", "note")
+    @classmethod
+    def _no_nul(cls, value: str | None, info: Any) -> str | None:
+        return _clean_text(value, info.field_name)

@@ -87,6 +87,12 @@ from versions.selectors.panel import (
     undone_by,
     with_totals,
 )
+from versions.selectors.production import (
+    deployment_out,
+    event_out,
+    production_overview,
+    promotion_line_counts,
+)
 from versions.selectors.release import (
     NO_RELEASE,
     SinceRelease,
@@ -113,6 +119,10 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "deployment_out",
+    "event_out",
+    "production_overview",
+    "promotion_line_counts",
     "AT_ABSENT",
     "AT_NOT_STORED",
     "AT_PRUNED",

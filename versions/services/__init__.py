@@ -33,6 +33,7 @@ from versions.services.access import (
     PROMOTE,
     RESTORE,
     ROLE_FOR,
+    TOKEN_CANNOT_PROMOTE,
     TOKEN_REFUSED,
     VIEW,
     WRITE,
@@ -158,6 +159,7 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "TOKEN_CANNOT_PROMOTE",
     "DRAFT",
     "PRODUCTION",
     "AppState",

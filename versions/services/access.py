@@ -95,6 +95,11 @@ NEEDS = {
     ),
     MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
 }
+TOKEN_CANNOT_PROMOTE = (
+    "This agent token cannot promote to production or roll it back: only a token made with "
+    "`create_agent_token … --can-promote` can (and its user needs the promote permission or "
+    "role). Nothing was changed."
+)
 # Added to a refusal on an app: the role that would allow it.
 NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
 
@@ -182,7 +187,10 @@ class Actor:
     def _token_may(self, action: str, app: App) -> bool:
         """A token may read and write its apps (what it is for) and do more as far as its user
         may. On an app with members, its user must be one of them (or hold a global
-        permission): a token never acts beyond its owner's role there."""
+        permission): a token never acts beyond its owner's role there. Only a token made
+        ``--can-promote`` may promote."""
+        if action == PROMOTE and self.token is not None and not self.token.can_promote:
+            return False
         if action in self._extra and not _has_members(app):
             return True  # an app nobody was made a member of keeps round 1's rule
         user_may = action in self.everywhere or action in self.per_app.get(app.pk, frozenset())
@@ -208,6 +216,8 @@ class Actor:
         """Raise ``Forbidden`` in words unless the actor may do ``action`` on ``app``."""
         if not self.in_scope(app):
             raise Forbidden(OUT_OF_SCOPE.format(slug=app.slug))
+        if action == PROMOTE and self.token is not None and not self.token.can_promote:
+            raise Forbidden(TOKEN_CANNOT_PROMOTE)
         if not self.may(action, app):
             message = NEEDS[action].format(who=self.who, slug=app.slug)
             if action in ROLE_FOR and self.kind != COMMAND:

@@ -33,6 +33,7 @@ from versions.models import (
     DeploymentEvent,
 )
 from versions.services import refs as states
+from versions.services.access import PROMOTE, Actor, app_for
 from versions.services.capture import resolve_app
 from versions.services.restore import iso_ms, normalise_expected
 from versions.services.routes import parse_route_spec
@@ -312,12 +313,12 @@ def _plural(count: int) -> str:
 def promote(
     app: App | str,
     *,
-    by: str,
+    by: str | None = None,
     ref: str = states.DRAFT,
     note: str = "",
     expected: Mapping[Any, str] | None = None,
     dry_run: bool = False,
-    actor: object = None,
+    actor: Actor | None = None,
 ) -> PromotionReceipt:
     """Ship the state ``ref`` names (default the draft) to production, or change nothing.
 
@@ -325,13 +326,14 @@ def promote(
     two routes answer one method and path, and (``expected``: ``"collection/name"`` → the
     sha256 the person reviewed) nothing changed since it was reviewed. Any finding raises
     ``PreflightFailed`` listing all of them (a dry run returns them instead). A state equal to
-    production answers the ``noop`` receipt.
+    production answers the ``noop`` receipt. ``actor`` must may promote on the app (a token
+    only when made ``--can-promote``).
     """
-    by = validate_optional_id(by, "by")
+    app_obj = app_for(app, actor=actor, action=PROMOTE) if actor is not None else resolve_app(app)
+    by = validate_optional_id(by or (actor.name if actor is not None else ""), "by")
     note = _clean_note(note)
     reviewed = normalise_expected(expected)
     ref = states.check_ref(ref)
-    app_obj = resolve_app(app)
 
     def attempt() -> PromotionReceipt:
         with transaction.atomic():
@@ -501,18 +503,19 @@ def _compare(app: App, current: str, target: str) -> tuple[list[dict[str, Any]],
 def rollback_production(
     app: App | str,
     *,
-    by: str,
+    by: str | None = None,
     to: str | None = None,
     note: str = "",
-    actor: object = None,
+    actor: Actor | None = None,
 ) -> PromotionReceipt:
     """Point production at an earlier deployment (``to``; default the one production served
     before the current one was promoted). One pointer moves and no artifact is touched, so the
     cost does not grow with the app: what changed is the reverse of the move that is undone,
-    kept in the history. Rolling forward again is a rollback ``to`` the deployment it replaced."""
-    by = validate_optional_id(by, "by")
+    kept in the history. Rolling forward again is a rollback ``to`` the deployment it replaced.
+    ``actor`` must may promote on the app."""
+    app_obj = app_for(app, actor=actor, action=PROMOTE) if actor is not None else resolve_app(app)
+    by = validate_optional_id(by or (actor.name if actor is not None else ""), "by")
     note = _clean_note(note)
-    app_obj = resolve_app(app)
     if to is not None and (not isinstance(to, str) or not to.startswith("dp_")):
         raise NotFound(DEPLOYMENT_NOT_FOUND.format(app=app_obj.slug, id=str(to)[:80]))
     with transaction.atomic():

@@ -101,6 +101,7 @@ def perms(request: HttpRequest, app: App | None = None) -> dict[str, bool]:
         "can_change": actor.may(services.NAME, app),
         "can_restore": actor.may(services.RESTORE, app),
         "can_manage": app is not None and actor.may(services.MANAGE, app),
+        "can_promote": app is not None and actor.may(services.PROMOTE, app),
     }
 
 

@@ -1,0 +1,123 @@
+"""Environments through the doors (SPEC §13): the Production tab (Promote to production with
+what it ships, Confirm promotion, Roll back production), previews, the API's deployments
+endpoints and MCP's tools — the services decide who may promote."""
+
+from __future__ import annotations
+
+import pytest
+from api_helpers import ApiClient, make_token, make_user
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from django.urls import reverse
+
+from versions import services
+from versions.models import App, Deployment
+
+
+def _write(app: App, source: str, run: str) -> None:
+    services.write_artifact(
+        app, "pltf_page", "index", source, requested_by="agent", tool="t", run_id=run
+    )
+
+
+@pytest.fixture
+def boss() -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("boss", password=None))
+    return client
+
+
+def test_the_production_tab_promotes_the_draft_and_rolls_back(app, boss, client):
+    _write(app, "<p>v1</p>\n", "a")
+    tab = boss.get(reverse("versions:production", args=["quotes"])).content.decode()
+    assert "Promote to production" in tab and "no production deployment yet" in tab
+    dialog = boss.get(
+        reverse("versions:promote", args=["quotes"]), {"ref": "draft"}, HTTP_HX_REQUEST="true"
+    )
+    html = dialog.content.decode()
+    assert "Confirm promotion" in html and "<strong>index</strong>" in html and "+1" in html
+    promoted = boss.post(
+        reverse("versions:promote", args=["quotes"]),
+        {"ref": "draft", "expected": "pltf_page/index=" + services.sha256_hex(b"<p>v1</p>\n")},
+        HTTP_HX_REQUEST="true",
+    )
+    assert (
+        promoted.status_code == 200
+        and "Promoted. Production now serves" in promoted.content.decode()
+    )
+    first = Deployment.objects.get()
+    _write(app, "<p>v2</p>\n", "b")
+    assert client.get("/apps/quotes/").content == b"<p>v1</p>\n"  # production, not the draft
+    boss.post(
+        reverse("versions:promote", args=["quotes"]), {"ref": "draft"}, HTTP_HX_REQUEST="true"
+    )
+    assert client.get("/apps/quotes/").content == b"<p>v2</p>\n"
+    rolled = boss.post(
+        reverse("versions:rollback", args=["quotes", first.id]), HTTP_HX_REQUEST="true"
+    )
+    assert "Rolled back. Production now serves" in rolled.content.decode()
+    assert client.get("/apps/quotes/").content == b"<p>v1</p>\n"
+
+
+def test_a_draft_changed_since_the_dialog_is_not_promoted(app, boss):
+    _write(app, "<p>v1</p>\n", "a")
+    stale = boss.post(
+        reverse("versions:promote", args=["quotes"]),
+        {"ref": "draft", "expected": "pltf_page/index=" + "0" * 64},
+        HTTP_HX_REQUEST="true",
+    )
+    assert stale.status_code == 409 and "Nothing changed." in stale.content.decode()
+    assert not Deployment.objects.exists()
+
+
+def test_a_person_without_the_promote_role_sees_no_button_and_is_refused(app):
+    _write(app, "<p>v1</p>\n", "a")
+    user = User.objects.create_user("rita", password=None)
+    services.add_member(app, role="restorer", username="rita", by="setup")
+    rita = Client()
+    rita.force_login(user)
+    assert (
+        "Promote to production</button>"
+        not in rita.get(reverse("versions:production", args=["quotes"])).content.decode()
+    )
+    refused = rita.post(reverse("versions:promote", args=["quotes"]), {"ref": "draft"})
+    assert refused.status_code == 403 and "promoter" in refused.content.decode()
+    assert not Deployment.objects.exists()
+
+
+def test_the_preview_page_frames_a_signed_sandboxed_link(app, boss):
+    _write(app, "<p>v1</p>\n", "a")
+    page = boss.get(reverse("versions:preview", args=["quotes", "draft"])).content.decode()
+    assert 'sandbox="allow-scripts allow-forms"' in page and "/apps/quotes/at/draft/s/" in page
+    assert (
+        boss.get(reverse("versions:preview", args=["quotes", "cs_rp_zz_00000000"])).status_code
+        == 404
+    )
+
+
+def test_the_api_lists_promotes_and_rolls_back_only_with_a_promoting_token(app):
+    _write(app, "<p>v1</p>\n", "a")
+    user = make_user("rvaid")
+    user.user_permissions.add(Permission.objects.get(codename="promote_deployment"))
+    plain = ApiClient(make_token("rvaid", "quotes"))
+    refused = plain.post("/apps/quotes/deployments", {})
+    assert refused.status_code == 403 and refused.json()["message"] == services.TOKEN_CANNOT_PROMOTE
+    token, _row = services.create_agent_token("rvaid", ["quotes"], can_promote=True)
+    api = ApiClient(token)
+    done = api.post("/apps/quotes/deployments", {"note": "first"})
+    assert done.status_code == 200 and done.json()["kind"] == "promotion"
+    _write(app, "<p>v2</p>\n", "b")
+    api.post("/apps/quotes/deployments", {})
+    listed = api.get("/apps/quotes/deployments").json()
+    assert len(listed["deployments"]) == 2 and listed["history"][0]["kind"] == "promotion"
+    back = api.post("/apps/quotes/production/rollback", {"note": "broke"})
+    assert back.status_code == 200 and back.json()["kind"] == "rollback"
+    assert api.get("/apps/quotes/deployments").json()["production"] == done.json()["deploymentId"]
+
+
+def test_rolling_back_without_an_earlier_deployment_is_refused_in_words(app):
+    user = make_user("rvaid")
+    user.user_permissions.add(Permission.objects.get(codename="promote_deployment"))
+    token, _row = services.create_agent_token("rvaid", ["quotes"], can_promote=True)
+    refused = ApiClient(token).post("/apps/quotes/production/rollback", {})
+    assert refused.status_code == 409 and refused.json()["message"]

@@ -1,0 +1,157 @@
+"""The Production tab (SPEC §13): what production serves, its history, Promote to production
+and Roll back production, and Preview of any state. Thin adapters over ``services.promote``,
+``services.rollback_production`` and ``selectors.production_overview``; the services check
+that the person may promote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from versions import selectors, services
+from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.models import App
+from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
+from versions.views.restoring import parse_expected
+
+PROMOTE_TITLE = "Promote to production"
+ROLLBACK_TITLE = "Roll back production"
+
+
+def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
+    overview = selectors.production_overview(app)
+    return {
+        "app": app,
+        "tab": "production",
+        "overview": overview,
+        "preview_production": services.preview_url(app, services.PRODUCTION),
+        "preview_draft": services.preview_url(app, services.DRAFT),
+        **perms(request, app),
+        **extra,
+    }
+
+
+def _body(request: HttpRequest, app: App, *, status: int = 200, **extra: Any) -> HttpResponse:
+    ctx = _context(request, app, **extra)
+    if is_fragment(request):
+        html = str(
+            render_to_string("versions/partials/_production_body.html", ctx, request=request)
+        )
+        html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close the dialog
+        return HttpResponse(html, status=status)
+    return render(request, "versions/production.html", ctx, status=status)
+
+
+@require_GET
+@panel_view
+def production(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Production tab."""
+    app = app_of(request, slug)
+    ctx = _context(request, app)
+    if is_fragment(request):
+        return render(request, "versions/partials/_production_body.html", ctx)
+    return render(request, "versions/production.html", ctx)
+
+
+def _data(call: Any) -> dict[str, Any]:
+    try:
+        return dict(call().as_dict())
+    except PreflightFailed as exc:
+        return dict(exc.receipt.as_dict())
+    except (InvalidInput, NotFound) as exc:
+        return {"kind": "error", "findings": [], "message": exc.message}
+
+
+@require_http_methods(["GET", "POST"])
+@panel_view
+def promote(request: HttpRequest, slug: str) -> HttpResponse:
+    """GET: the dialog — what the promotion ships (production → the state). POST: Confirm
+    promotion, with the hashes the person reviewed."""
+    app = app_of(request, slug)
+    params = request.POST if request.method == "POST" else request.GET
+    ref = params.get("ref") or services.DRAFT
+    expected = parse_expected(params.getlist("expected"))
+    note = params.get("note", "")
+    actor = actor_of(request)
+
+    def run(dry_run: bool) -> Any:
+        return services.promote(
+            app, actor=actor, ref=ref, note=note, expected=expected or None, dry_run=dry_run
+        )
+
+    if request.method == "POST":
+        data = _data(lambda: run(False))
+        status = 409 if data.get("kind") == "preflight_failed" else 200
+        if not is_fragment(request) and status == 200:
+            return redirect(reverse("versions:production", args=[app.slug]))
+        return _body(request, app, status=status, receipt=data)
+    data = _data(lambda: run(True))
+    ctx = {
+        "app": app,
+        "title": PROMOTE_TITLE,
+        "ref": ref,
+        "data": data,
+        "diffs": selectors.promotion_line_counts(app, data.get("changed") or []),
+        "carry": _carry(app, data),
+        "action": reverse("versions:promote", args=[app.slug]),
+        **perms(request, app),
+    }
+    template = "versions/partials/_promote_dialog.html"
+    return render(request, template if is_fragment(request) else "versions/promote_page.html", ctx)
+
+
+def _carry(app: App, data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The draft's hashes the person reviews in the dialog, sent back with the confirmation."""
+    keys = [f"{c['collection']}/{c['name']}" for c in data.get("changed") or []]
+    now = selectors.artifact_shas(app, keys)
+    return [(key, now.get(key, "")) for key in keys]
+
+
+@require_http_methods(["GET", "POST"])
+@panel_view
+def rollback(request: HttpRequest, slug: str, deployment_id: str) -> HttpResponse:
+    """GET: the dialog. POST: Roll back production to this deployment."""
+    app = app_of(request, slug)
+    actor = actor_of(request)
+    if request.method == "POST":
+        data = _data(
+            lambda: services.rollback_production(
+                app, actor=actor, to=deployment_id, note=request.POST.get("note", "")
+            )
+        )
+        if not is_fragment(request) and data.get("kind") != "error":
+            return redirect(reverse("versions:production", args=[app.slug]))
+        return _body(request, app, receipt=data, status=200 if data.get("kind") != "error" else 409)
+    services.app_for(app, actor=actor, action=services.PROMOTE)  # the dialog is for promoters
+    ctx = {
+        "app": app,
+        "title": ROLLBACK_TITLE,
+        "deployment_id": deployment_id,
+        "overview": selectors.production_overview(app),
+        "action": reverse("versions:rollback", args=[app.slug, deployment_id]),
+        **perms(request, app),
+    }
+    template = "versions/partials/_rollback_dialog.html"
+    return render(request, template if is_fragment(request) else "versions/rollback_page.html", ctx)
+
+
+@require_GET
+@panel_view
+def preview(request: HttpRequest, slug: str, ref: str) -> HttpResponse:
+    """A state of the app rendered in a sandboxed frame (a signed, expiring link), beside the
+    way back to its diff."""
+    app = app_of(request, slug)
+    services.resolve_state(app, ref)  # NotFound in words for an unknown ref
+    ctx = {
+        "app": app,
+        "ref": ref,
+        "src": services.preview_url(app, ref),
+        "back": request.GET.get("back", ""),
+        **perms(request, app),
+    }
+    return render(request, "versions/preview.html", ctx)
