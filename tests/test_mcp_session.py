@@ -36,6 +36,7 @@ TOOLS = {
     "describe_change_set",
     "artifact_history",
     "diff_change_set",
+    "list_deployments",
 }
 
 
@@ -490,3 +491,29 @@ def test_a_missing_database_is_one_line_and_leaves_no_file(tmp_path):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stdout == ""
     assert not db_file.exists()
+
+
+def test_only_a_promoting_token_sees_and_uses_the_promote_tool(site):
+    promoter = manage(
+        site["env"], "create_agent_token", "rvaid", "--app", SLUG, "--can-promote"
+    ).stdout.splitlines()[-1]
+
+    async def script(session: ClientSession) -> dict[str, Any]:
+        tools = {t.name for t in (await session.list_tools()).tools}
+        before = await call(session, "list_deployments")
+        dry = await call(session, "promote", dry_run=True)
+        done = await call(session, "promote", note="from an MCP client")
+        after = await call(session, "list_deployments")
+        return {"tools": tools, "before": before, "dry": dry, "done": done, "after": after}
+
+    out = run_session(site, promoter, script)
+    assert "promote" in out["tools"]
+    assert out["dry"][1]["kind"] in ("dry_run", "noop")
+    failed, receipt = out["done"]
+    assert not failed and receipt["kind"] in ("promotion", "noop")
+    assert out["after"][1]["production"]
+
+    async def plain(session: ClientSession) -> set[str]:
+        return {t.name for t in (await session.list_tools()).tools}
+
+    assert "promote" not in run_session(site, site["token"], plain)

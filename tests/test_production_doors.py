@@ -121,3 +121,18 @@ def test_rolling_back_without_an_earlier_deployment_is_refused_in_words(app):
     token, _row = services.create_agent_token("rvaid", ["quotes"], can_promote=True)
     refused = ApiClient(token).post("/apps/quotes/production/rollback", {})
     assert refused.status_code == 409 and refused.json()["message"]
+
+
+def test_once_promoted_restores_say_they_change_the_draft_only(app, boss):
+    _write(app, "<p>v1</p>\n", "a")
+    services.promote(app, by="boss")
+    dp = Deployment.objects.get().id
+    _write(app, "<p>v2</p>\n", "b")
+    set_id = services.write_artifact(
+        app, "pltf_page", "index", "<p>v3</p>\n", requested_by="agent", tool="t", run_id="c"
+    ).change_set_id
+    url = reverse("versions:restore_change_set", args=["quotes", set_id])
+    notice = services.PRODUCTION_STILL_SERVES.format(deployment=dp)
+    assert notice in boss.get(url, HTTP_HX_REQUEST="true").content.decode()
+    done = boss.post(url, {"ret": f"set:{set_id}"}, HTTP_HX_REQUEST="true").content.decode()
+    assert notice in done and "Promote to production" in done

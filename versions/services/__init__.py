@@ -67,6 +67,7 @@ from versions.services.capture import (
     write_artifact,
 )
 from versions.services.deployments import (
+    PRODUCTION_STILL_SERVES,
     PromotionReceipt,
     deployment_history,
     deployments,
@@ -159,6 +160,7 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "PRODUCTION_STILL_SERVES",
     "TOKEN_CANNOT_PROMOTE",
     "DRAFT",
     "PRODUCTION",

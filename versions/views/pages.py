@@ -92,6 +92,8 @@ def expanded_set_context(
     diffs = [build_diff(ch) for ch in xs.changes]
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
     cs = xs.change_set
+    firsts = [ch.point for ch in xs.changes if ch.point is not None]
+    first = min(firsts, key=lambda p: (p.created_on, p.id)) if firsts else None
     if all(d.result is not None or d.status in ("pruned", "not_stored", "absent") for d in diffs):
         # The row's counts are the view's: what the diffs below add up to.
         cs.added = sum(d.lines_added for d in diffs)  # type: ignore[attr-defined]
@@ -99,6 +101,7 @@ def expanded_set_context(
         cs.counts_view = view  # type: ignore[attr-defined]
     return {
         "view": view,
+        "before_ref": first.id if first is not None else None,
         "app": app,
         "cs": xs.change_set,
         "xs": xs,

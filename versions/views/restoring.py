@@ -117,6 +117,7 @@ def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
         "target": flow.target,
         "action": flow.action,
         "cancel_url": flow.cancel_url,
+        "production_notice": services.production_notice(flow.app),
         **perms(request, flow.app),
         **flow.extra,
     }
@@ -199,6 +200,11 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 # --------------------------------------------------------------------------------------------
 
 
+def _notice(app: App, data: dict[str, Any]) -> str:
+    """"Production still serves dp_…; promote to ship this" after a restore that wrote."""
+    return services.production_notice(app) if data.get("kind") in WROTE else ""
+
+
 def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> HttpResponse:
     """The receipt in place of the expanded set or point (or the receipt page)."""
     app, ret = flow.app, flow.ret
@@ -211,10 +217,14 @@ def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> Ht
     what, _, ident = ret.partition(":")
     if what == "point":
         point = selectors.get_point(app, ident)
-        ctx = point_context(request, app, point, receipt=data, ret=ret)
+        ctx = point_context(
+            request, app, point, receipt=data, ret=ret, production_notice=_notice(app, data)
+        )
         template = "versions/partials/_point_expanded.html"
     else:
-        ctx = expanded_set_context(request, app, ident, receipt=data, ret=ret)
+        ctx = expanded_set_context(
+            request, app, ident, receipt=data, ret=ret, production_notice=_notice(app, data)
+        )
         template = "versions/partials/_set_expanded.html"
     html = str(render_to_string(template, ctx, request=request))
     # Close the dialog, and put the new restore set on top of the list when it is shown.
