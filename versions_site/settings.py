@@ -230,6 +230,8 @@ VERSIONS_MAX_STORED_BYTES = _int_env("VERSIONS_MAX_STORED_BYTES", 1_572_864)
 VERSIONS_MAX_WRITE_BYTES = _int_env("VERSIONS_MAX_WRITE_BYTES", 10 * 1024 * 1024)
 VERSIONS_POINTS_PER_APP = _int_env("VERSIONS_POINTS_PER_APP", 200)
 VERSIONS_TURN_GAP_SECONDS = _int_env("VERSIONS_TURN_GAP_SECONDS", 600)
+VERSIONS_RESTORE_SETS_PER_APP = _int_env("VERSIONS_RESTORE_SETS_PER_APP", 50)
+VERSIONS_PREVIEW_LINK_HOURS = _int_env("VERSIONS_PREVIEW_LINK_HOURS", 24)
 # The live app's answers readable from any origin (Access-Control-Allow-Origin: *, never with
 # credentials): its sandboxed pages need it to fetch their own API routes. 0 on a private
 # network whose live apps must not be readable by pages of other sites a visitor opens.
