@@ -104,7 +104,7 @@ def _membership(app: App, membership_id: object) -> AppMembership:
     if isinstance(membership_id, str) and membership_id.isdigit():
         pk = int(membership_id)
     found = (
-        AppMembership.objects.select_for_update()
+        AppMembership.objects.select_for_update(of=("self",))
         .select_related("user", "group")
         .filter(app=app, pk=pk)
         .first()

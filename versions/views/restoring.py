@@ -222,8 +222,15 @@ def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> Ht
         )
         template = "versions/partials/_point_expanded.html"
     else:
+        # After a restore the set shows then → now: every restored artifact "matches then".
         ctx = expanded_set_context(
-            request, app, ident, receipt=data, ret=ret, production_notice=_notice(app, data)
+            request,
+            app,
+            ident,
+            view=selectors.NOW_VIEW,
+            receipt=data,
+            ret=ret,
+            production_notice=_notice(app, data),
         )
         template = "versions/partials/_set_expanded.html"
     html = str(render_to_string(template, ctx, request=request))
