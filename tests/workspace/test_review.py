@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from rollback_helpers import phase_log, snapshot, write, write_log
 
-from versions.errors import Conflict, InvalidInput, NotFound, StaleWrite
+from versions import services
+from versions.errors import Conflict, Forbidden, InvalidInput, NotFound, StaleWrite
 from versions.workspace import lock, review
 
 WS = "demo"
@@ -21,6 +22,7 @@ LATER_LOG = ".feature-changes.json"
 V1 = "export const VERSION = '1.0.0';\n"
 V2 = "export const VERSION = '1.0.1';\n"
 V3 = V2 + "// feature\n"
+REVIEWER = services.command_actor("reviewer")
 
 
 @pytest.fixture
@@ -224,7 +226,7 @@ def test_restore_all_rolls_back_and_lists_the_undo_log(ws: Path) -> None:
     _phase(ws)
     state = _state()
 
-    outcome = review.rollback_log(state=state, log_sha=state.sha256, by="reviewer")
+    outcome = review.rollback_log(state=state, log_sha=state.sha256, actor=REVIEWER)
 
     assert outcome.error == ""
     assert outcome.report is not None and outcome.report["success"] is True
@@ -236,12 +238,26 @@ def test_restore_all_rolls_back_and_lists_the_undo_log(ws: Path) -> None:
     assert outcome.state.ref.rolled_back_by == [outcome.undo_ref]
 
 
+def test_an_actor_who_may_not_restore_cannot_roll_back_and_nothing_is_done(ws: Path) -> None:
+    _phase(ws)
+    before = snapshot(ws)
+    viewer = services.Actor("viewer", "user", everywhere=frozenset({services.VIEW}))
+    with pytest.raises(Forbidden) as dialog:
+        review.log_for_rollback(workspace=WS, kind=review.LOGS, log=LOG, actor=viewer)
+    state = _state()
+    with pytest.raises(Forbidden) as confirm:
+        review.rollback_log(state=state, log_sha=state.sha256, actor=viewer)
+    message = services.NO_WORKSPACE_ROLLBACK.format(who=viewer.who)
+    assert dialog.value.message == confirm.value.message == message
+    assert snapshot(ws) == before
+
+
 def test_a_stale_confirmation_is_refused_and_nothing_is_done(ws: Path) -> None:
     _phase(ws)
     before = snapshot(ws)
     state = _state()
     with pytest.raises(StaleWrite) as caught:
-        review.rollback_log(state=state, log_sha="0" * 64, by="reviewer")
+        review.rollback_log(state=state, log_sha="0" * 64, actor=REVIEWER)
     assert caught.value.message == review.STALE_LOG
     assert snapshot(ws) == before
 
@@ -251,7 +267,7 @@ def test_a_refused_log_cannot_be_rolled_back(ws: Path) -> None:
     state = _state()
     assert state.refused
     with pytest.raises(InvalidInput) as caught:
-        review.rollback_log(state=state, log_sha=state.sha256, by="reviewer")
+        review.rollback_log(state=state, log_sha=state.sha256, actor=REVIEWER)
     assert caught.value.message == review.REFUSED
 
 
@@ -261,12 +277,12 @@ def test_the_lock_refuses_a_second_rollback_while_one_runs(ws: Path) -> None:
     state = _state()
 
     with lock.changes_log_lock(path=log), pytest.raises(Conflict) as caught:
-        review.rollback_log(state=state, log_sha=state.sha256, by="reviewer")
+        review.rollback_log(state=state, log_sha=state.sha256, actor=REVIEWER)
     assert caught.value.message == lock.BUSY
     assert snapshot(ws) == before
     assert not (ws / review.UNDO_DIR).exists()
     # Once the first one has ended, the lock is free again.
-    assert review.rollback_log(state=state, log_sha=state.sha256, by="reviewer").report
+    assert review.rollback_log(state=state, log_sha=state.sha256, actor=REVIEWER).report
 
 
 def test_a_rollback_that_stops_with_an_error_says_where_to_look(
@@ -279,7 +295,7 @@ def test_a_rollback_that_stops_with_an_error_says_where_to_look(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(review, "rollback", disk_full)
-    outcome = review.rollback_log(state=state, log_sha=state.sha256, by="reviewer")
+    outcome = review.rollback_log(state=state, log_sha=state.sha256, actor=REVIEWER)
     assert outcome.report is None
     assert outcome.error == review.STOPPED.format(
         error="No space left on device", undo=f"{review.UNDO_DIR}/"
