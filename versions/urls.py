@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from versions import views, views_workspace
+from versions import views
+from versions.views import workspace as workspace_views
 
 app_name = "versions"
 
@@ -45,19 +46,19 @@ urlpatterns = [
     path(f"{_APP}restore-sets/<str:set_id>/", views.receipt, name="receipt"),
     path(f"{_APP}restore-sets/<str:set_id>/receipt.json", views.receipt_json, name="receipt_json"),
     # Workspaces (SPEC §9): changes logs as change sets, rolled back with Restore all.
-    path("workspaces/", views_workspace.workspaces, name="workspaces"),
-    path("workspaces/<str:name>/", views_workspace.workspace, name="workspace"),
-    path(f"{_LOG}", views_workspace.workspace_log, name="workspace_log"),
-    path(f"{_LOG}restore/", views_workspace.workspace_restore, name="workspace_restore"),
-    path(f"{_LOG}files/", views_workspace.workspace_files, name="workspace_files"),
+    path("workspaces/", workspace_views.workspaces, name="workspaces"),
+    path("workspaces/<str:name>/", workspace_views.workspace, name="workspace"),
+    path(f"{_LOG}", workspace_views.workspace_log, name="workspace_log"),
+    path(f"{_LOG}restore/", workspace_views.workspace_restore, name="workspace_restore"),
+    path(f"{_LOG}files/", workspace_views.workspace_files, name="workspace_files"),
     path(
         f"{_LOG}files/<str:file_id>/diff/page/",
-        views_workspace.workspace_diff_page,
+        workspace_views.workspace_diff_page,
         name="workspace_diff_page",
     ),
     path(
         f"{_LOG}files/<str:file_id>/diff/context/",
-        views_workspace.workspace_diff_context,
+        workspace_views.workspace_diff_context,
         name="workspace_diff_context",
     ),
     path(f"{_APP}since-release/", views.since_release, name="since_release"),

@@ -166,16 +166,16 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
 def test_while_a_rollback_runs_the_panel_says_so_and_its_button_is_disabled(
     page, make_user, sign_in, workspace, monkeypatch
 ) -> None:
-    from versions import views_workspace
+    from versions.workspace import review
 
     release = threading.Event()
-    real_rollback = views_workspace.rollback
+    real_rollback = review.rollback
 
     def slow_rollback(*args, **kwargs):
         release.wait(30)  # until the test has seen the page while it waits
         return real_rollback(*args, **kwargs)
 
-    monkeypatch.setattr(views_workspace, "rollback", slow_rollback)
+    monkeypatch.setattr(review, "rollback", slow_rollback)
     make_user("rvaid", superuser=True)
     sign_in(page, "rvaid")
     page.locator("#workspaces").get_by_role("link", name="bugfix").click()

@@ -7,25 +7,13 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.loader import select_template
 from django.views.decorators.http import require_GET
 
 from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
 from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 from versions.views.diffs import build_diff, prepare
-
-# Another engineer's workspace section appears on the home page as soon as its template exists.
-WORKSPACES_TEMPLATES = [
-    "versions/workspace/_home_section.html",
-    "versions/partials/_workspaces_placeholder.html",
-]
-
-
-def _workspace_cards() -> list[dict[str, Any]]:
-    from versions.views_workspace import workspace_cards  # the workspace engineer's module
-
-    return workspace_cards()
+from versions.workspace import review
 
 
 @require_GET
@@ -37,8 +25,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "versions/home.html",
         {
             "apps": list(selectors.app_list(services.visible_app_ids(actor_of(request)))),
-            "workspaces_template": select_template(WORKSPACES_TEMPLATES).template.name,  # type: ignore[attr-defined]
-            "workspace_cards": _workspace_cards(),
+            "workspace_cards": review.workspace_cards(),
         },
     )
 

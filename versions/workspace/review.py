@@ -1,14 +1,17 @@
-"""Workspaces in the panel (SPEC §9): each changes log as a change set, its backup→current
-diffs, and `Restore all` rolling it back through `versions.workspace` after the seed's prompt.
+"""Workspace review (SPEC §9, §12): the changes logs of the registered workspaces, each read as
+a change set with its backup→current file sides, the later phases that changed its files again,
+and `Restore all` rolling it back through the engine under a lock, with the report.
 
 Everything a log names is untrusted. A log is only ever found by looking its name up in the
-listing of the registered folder (never by joining URL text onto a path), the paths inside it are
-contained by the engine's own `summary()`, and every text shown is escaped by the templates.
+listing of the registered folder (never by joining caller text onto a path), the paths inside it
+are contained by the engine's own `summary()`, and files are read only through
+`open_for_reading` (no symlink out of the workspace, no FIFO or device).
+
+Errors are `versions.errors` classes carrying the messages below; each door words them.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -21,32 +24,14 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.template.loader import render_to_string
-from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
-
 from versions import conf, diffing, services
+from versions.errors import InvalidInput, NotFound, StaleWrite
 from versions.templatetags.versions_panel import kb
-from versions.views._common import (
-    actor_of,
-    int_param,
-    is_fragment,
-    panel_view,
-    perms,
-)
-from versions.workspace import (
-    ChangesLogError,
-    NotRegularFileError,
-    OutsideWorkspaceError,
-    RollbackInputError,
-    load_changes_log,
-    open_for_reading,
-    plan_rollback,
-    rollback,
-    summary,
-)
+
+from .changes_log import ChangesLogError, load_changes_log
+from .lock import changes_log_lock
+from .rollback import RollbackInputError, plan_rollback, rollback, summary
+from .safeio import NotRegularFileError, OutsideWorkspaceError, open_for_reading
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +50,21 @@ HUNKS_PER_PAGE = 20
 # Files diffed per page of a changes log: a phase may touch thousands.
 FILES_PER_PAGE = 50
 GAP_CHUNK = 200
+# Files compared by content to tell whether a later phase's change is still on disk; past this,
+# a file counts as changed (the warning errs on the side of saying so).
+MAX_COMPARED_BYTES = 64 * 1024 * 1024
 _FILE_ID = re.compile(r"^([mc])(\d{1,6})$")
 _USABLE_NAME = re.compile(r"^[^/\\\x00]{1,200}$")
 
+NO_WORKSPACE = "There is no such workspace."
+NO_LOG = "There is no such changes log in this workspace."
+NO_FILE = "There is no such file in this changes log."
 NO_FOLDER = "The folder {folder} does not exist (or is not a folder), so it has no changes logs."
 REFUSED = "This changes log would be refused, so it cannot be rolled back. Nothing was done."
 STALE_LOG = (
     "The changes log changed after the confirmation summary was shown, so nothing was done. "
     "Review it again, then confirm."
 )
-BUSY = "A rollback of this changes log is already running. Wait for it to end, then reload."
 STOPPED = "The rollback stopped with an error: {error}. Steps before it may have run; see {undo}."
 CHANGED_SINCE = "This file changed since the diff was shown. Reload to see the current diff."
 
@@ -105,9 +95,6 @@ CHANGED_LATER_CREATED = (
 )
 LATER_PHASE = "phase “{phase}” ({label})"
 LATER_ROLLBACK = "the rollback of phase “{phase}” ({label})"
-# Files compared by content to tell whether a later phase's change is still on disk; past this,
-# a file counts as changed (the warning errs on the side of saying so).
-MAX_COMPARED_BYTES = 64 * 1024 * 1024
 # What a rollback does for a command the seed's mapping reverts, said for a person.
 REVERT_WORDS = {
     "pnpm install": "runs pnpm install again to restore the dependencies",
@@ -115,10 +102,12 @@ REVERT_WORDS = {
     "remove dist/": "removes the build artifacts (dist/)",
 }
 BY_COMMITS = "reverted with git_commits"
+# What `content_digest` answers for a file that is not there.
+MISSING = "missing"
 
 
 # ------------------------------------------------------------------------------------------
-# Reading: workspaces, their logs, a log's state, its diffs
+# Workspaces and their logs
 # ------------------------------------------------------------------------------------------
 
 
@@ -131,10 +120,12 @@ class Workspace:
 
     @property
     def root(self) -> Path:
+        """The folder, user-expanded and resolved."""
         return Path(self.folder).expanduser().resolve()
 
     @property
     def exists(self) -> bool:
+        """Whether the folder is there (and is a folder)."""
         return self.root.is_dir()
 
     @property
@@ -159,35 +150,37 @@ class LogRef:
 
     @property
     def label(self) -> str:
+        """The log as a person finds it in the folder."""
         return self.name if self.kind == LOGS else f"{UNDO_DIR}/{self.name}/{UNDO_LOG_NAME}"
 
     @property
     def dom_id(self) -> str:
+        """A stable id for the log's row on a page."""
         digest = hashlib.sha1(f"{self.kind}/{self.name}".encode(), usedforsecurity=False)
         return "log-" + digest.hexdigest()[:12]
 
-    def url(self, view: str = "workspace_log", *extra: str) -> str:
-        return reverse(f"versions:{view}", args=[self.workspace.name, self.kind, self.name, *extra])
 
-    @property
-    def restore_url(self) -> str:
-        return self.url("workspace_restore")
+@dataclass(frozen=True)
+class WorkspaceCard:
+    """A registered workspace with how many changes logs it holds, for the home page."""
 
-    @property
-    def files_url(self) -> str:
-        return self.url("workspace_files")
+    ws: Workspace
+    log_count: int
+    undo_count: int
+    last: float | None
 
 
-def registered() -> list[Workspace]:
+def registered_workspaces() -> list[Workspace]:
     """The workspaces of `VERSIONS_WORKSPACES`, by name."""
     return [Workspace(str(n), str(f)) for n, f in sorted(conf.workspaces().items())]
 
 
-def get_workspace(name: str) -> Workspace:
-    for ws in registered():
+def get_workspace(*, name: str) -> Workspace:
+    """The registered workspace called ``name``; ``NotFound`` when there is none."""
+    for ws in registered_workspaces():
         if ws.name == name and ws.usable:
             return ws
-    raise Http404("There is no such workspace.")
+    raise NotFound(NO_WORKSPACE)
 
 
 def _regular(path: Path) -> os.stat_result | None:
@@ -199,18 +192,18 @@ def _regular(path: Path) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def list_logs(ws: Workspace) -> list[LogRef]:
+def list_logs(*, workspace: Workspace) -> list[LogRef]:
     """Changes logs at the workspace root and the rollback's counter logs, newest first."""
-    if not ws.exists:
+    if not workspace.exists:
         return []
-    root = ws.root
+    root = workspace.root
     refs: list[LogRef] = []
     try:
         with os.scandir(root) as entries:
             for entry in entries:
                 path = Path(entry.path)
                 if fnmatch(entry.name, LOG_PATTERN) and (st := _regular(path)):
-                    refs.append(LogRef(ws, LOGS, entry.name, path, st.st_mtime, st.st_size))
+                    refs.append(LogRef(workspace, LOGS, entry.name, path, st.st_mtime, st.st_size))
     except OSError:
         return []
     undo = root / UNDO_DIR
@@ -228,17 +221,19 @@ def list_logs(ws: Workspace) -> list[LogRef]:
                         continue
                     log = Path(entry.path) / UNDO_LOG_NAME
                     if st := _regular(log):
-                        refs.append(LogRef(ws, UNDO, entry.name, log, st.st_mtime, st.st_size))
+                        refs.append(
+                            LogRef(workspace, UNDO, entry.name, log, st.st_mtime, st.st_size)
+                        )
         except OSError:
             pass
     refs.sort(key=lambda r: (-r.mtime, r.kind, r.name))
     return refs[:MAX_LOGS]
 
 
-def link_rollbacks(refs: list[LogRef]) -> None:
+def link_rollbacks(*, logs: list[LogRef]) -> None:
     """Attach to each log the counter logs whose rollback it was (their metadata says so)."""
-    by_path = {str(r.path.resolve()): r for r in refs}
-    for ref in refs:
+    by_path = {str(r.path.resolve()): r for r in logs}
+    for ref in logs:
         if ref.kind != UNDO:
             continue
         try:
@@ -253,7 +248,34 @@ def link_rollbacks(refs: list[LogRef]) -> None:
             target.rolled_back_by.append(ref)
 
 
-def parse_moment(text: str) -> datetime | None:
+def _listed_logs(workspace: Workspace) -> list[LogRef]:
+    refs = list_logs(workspace=workspace)
+    link_rollbacks(logs=refs)
+    return refs
+
+
+def workspace_cards() -> list[WorkspaceCard]:
+    """The registered workspaces with how many changes logs each holds, for the home page."""
+    cards = []
+    for ws in registered_workspaces():
+        logs = list_logs(workspace=ws) if ws.usable else []
+        cards.append(
+            WorkspaceCard(
+                ws=ws,
+                log_count=sum(1 for r in logs if r.kind == LOGS),
+                undo_count=sum(1 for r in logs if r.kind == UNDO),
+                last=max((r.mtime for r in logs), default=None),
+            )
+        )
+    return cards
+
+
+# ------------------------------------------------------------------------------------------
+# One log as it is now
+# ------------------------------------------------------------------------------------------
+
+
+def _parse_moment(text: str) -> datetime | None:
     """A log's ISO-8601 timestamp as an aware datetime (UTC when it names no zone), else None."""
     try:
         moment = datetime.fromisoformat(text)
@@ -275,6 +297,7 @@ class LogState:
 
     @property
     def refused(self) -> bool:
+        """The engine would refuse this log: it cannot be rolled back."""
         return self.data is None
 
     @property
@@ -284,10 +307,28 @@ class LogState:
 
     @property
     def logged_at(self) -> datetime | None:
-        return parse_moment(self.data["timestamp"]) if self.data else None
+        """When the log says its phase ran."""
+        return _parse_moment(self.data["timestamp"]) if self.data else None
+
+    @property
+    def metadata_json(self) -> str:
+        """The log's metadata as indented JSON; empty when it has none."""
+        if not self.data or not self.data["metadata"]:
+            return ""
+        return json.dumps(self.data["metadata"], indent=2, ensure_ascii=False)
 
 
-def read_state(ref: LogRef, logs: list[LogRef] | None = None) -> LogState:
+@dataclass(frozen=True)
+class WorkspaceListing:
+    """A workspace's page: its logs as rows, newest first, or why its folder has none."""
+
+    ws: Workspace
+    rows: list[LogState]
+    missing: str
+
+
+def read_state(*, ref: LogRef, logs: list[LogRef] | None = None) -> LogState:
+    """Hash the log's bytes and read it through the engine's `summary()` (or its refusal)."""
     try:
         with open(ref.path, "rb") as handle:
             sha = hashlib.sha256(handle.read(MAX_LOG_BYTES + 1)).hexdigest()
@@ -300,6 +341,35 @@ def read_state(ref: LogRef, logs: list[LogRef] | None = None) -> LogState:
     return LogState(ref, sha, data, [], logs or [])
 
 
+def workspace_listing(*, name: str) -> WorkspaceListing:
+    """The workspace called ``name`` with each of its logs read; ``NotFound`` without one."""
+    ws = get_workspace(name=name)
+    rows = [read_state(ref=ref) for ref in _listed_logs(ws)]
+    missing = "" if ws.exists else NO_FOLDER.format(folder=ws.folder)
+    return WorkspaceListing(ws=ws, rows=rows, missing=missing)
+
+
+def open_log(*, workspace: str, kind: str, log: str) -> LogState:
+    """The log listed as ``kind``/``log`` in the named workspace, read; else ``NotFound``."""
+    refs = _listed_logs(get_workspace(name=workspace))
+    for ref in refs:
+        if ref.kind == kind and ref.name == log:
+            return read_state(ref=ref, logs=refs)
+    raise NotFound(NO_LOG)
+
+
+def log_for_rollback(*, workspace: str, kind: str, log: str, actor: services.Actor) -> LogState:
+    """The log as `open_log` reads it, for an actor who may roll workspaces back (else
+    ``Forbidden``, before the log is even looked up)."""
+    services.require_workspace_rollback(actor)
+    return open_log(workspace=workspace, kind=kind, log=log)
+
+
+# ------------------------------------------------------------------------------------------
+# Later-change detection
+# ------------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class LaterLog:
     """A log written after the one shown that changed one of its files again."""
@@ -309,6 +379,7 @@ class LaterLog:
 
     @property
     def description(self) -> str:
+        """The later log in words, for the notes and the dialog."""
         wording = LATER_ROLLBACK if self.ref.kind == UNDO else LATER_PHASE
         return wording.format(phase=self.phase, label=self.ref.label)
 
@@ -318,13 +389,13 @@ def _describe(later: list[LaterLog]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _content_digest(path: Path, root: Path) -> str | None:
-    """sha256 of a regular file inside `root`; "missing" when there is none; None when unknown."""
+def content_digest(*, path: Path, root: Path) -> str | None:
+    """sha256 of a regular file inside ``root``; `MISSING` when there is none; None if unknown."""
     try:
         # Opened without following a final symlink, checked inside the workspace once open.
         fd, st = open_for_reading(root, path)
     except FileNotFoundError:
-        return "missing"
+        return MISSING
     except OSError:
         return None
     digest = hashlib.sha256()
@@ -343,7 +414,7 @@ def _same(a: str | None, b: str | None) -> bool:
     return a is not None and a == b
 
 
-def later_changes(state: LogState) -> dict[str, list[LaterLog]]:
+def later_changes(*, state: LogState) -> dict[str, list[LaterLog]]:
     """This log's files that later logs changed again and that are not as this phase left them.
 
     Keyed by the file's resolved path; the later logs oldest first. "Later" is a later log
@@ -356,7 +427,7 @@ def later_changes(state: LogState) -> dict[str, list[LaterLog]]:
     root = state.ref.workspace.root
     own_backups = {e["target"]: e["backup_path"] for e in state.data["files_modified"]}
     created = {e["target"] for e in state.data["files_created"]}
-    own_moment = parse_moment(state.data["timestamp"])
+    own_moment = _parse_moment(state.data["timestamp"])
     if own_moment is None:
         return {}
     own = (own_moment, state.ref.mtime)
@@ -372,7 +443,7 @@ def later_changes(state: LogState) -> dict[str, list[LaterLog]]:
             log = load_changes_log(ref.path)
         except ChangesLogError:
             continue
-        moment = parse_moment(log.timestamp)
+        moment = _parse_moment(log.timestamp)
         if moment is not None and (moment, ref.mtime) > own:
             later_logs.append(((moment, ref.mtime), ref))
     later_logs.sort(key=lambda item: item[0])
@@ -395,21 +466,26 @@ def later_changes(state: LogState) -> dict[str, list[LaterLog]]:
 
     out = {}
     for key, seen in touched.items():
-        now = _content_digest(Path(key), root)
+        now = content_digest(path=Path(key), root=root)
         if key in own_backups:
-            before = _content_digest(Path(own_backups[key]), root)
-            if before == "missing":
+            before = content_digest(path=Path(own_backups[key]), root=root)
+            if before == MISSING:
                 continue  # rolling back cannot restore it, so it removes nothing (said apart)
             if _same(now, before):
                 continue  # rolling back rewrites it as it is: no later change is lost
-        elif now == "missing":
+        elif now == MISSING:
             continue  # a created file that is gone: rolling back deletes nothing
         left_backup = seen[0][1]
-        left = _content_digest(left_backup, root) if left_backup is not None else None
-        if left != "missing" and _same(now, left):
+        left = content_digest(path=left_backup, root=root) if left_backup is not None else None
+        if left != MISSING and _same(now, left):
             continue  # as this phase left it: the later changes are no longer there
         out[key] = [item for item, _ in seen]
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# The confirmation summary
+# ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -430,6 +506,7 @@ class RollbackOutline:
 
     @property
     def nothing(self) -> bool:
+        """No file, command or commit a rollback can revert."""
         return not (
             self.restore
             or self.delete
@@ -441,12 +518,12 @@ class RollbackOutline:
         )
 
 
-def rollback_outline(state: LogState) -> RollbackOutline | None:
-    """What rolling back `state`'s log does, grouped for the confirmation dialog."""
+def rollback_outline(*, state: LogState) -> RollbackOutline | None:
+    """What rolling back ``state``'s log does, grouped for the confirmation dialog."""
     data = state.data
     if data is None:
         return None
-    later = later_changes(state)
+    later = later_changes(state=state)
     paths = {e["target"]: e["path"] for e in data["files_modified"] + data["files_created"]}
     commands = data["commands_executed"]
     return RollbackOutline(
@@ -468,6 +545,11 @@ def rollback_outline(state: LogState) -> RollbackOutline | None:
     )
 
 
+# ------------------------------------------------------------------------------------------
+# File sides and their diffs
+# ------------------------------------------------------------------------------------------
+
+
 @dataclass
 class FileSide:
     """One side of a diff read from disk: text, or why there is none."""
@@ -479,9 +561,9 @@ class FileSide:
     digest: bytes = b""
 
 
-def read_side(path: Path, root: Path) -> FileSide:
-    """Read a file the engine already contained; re-check containment on the open file (the
-    same check as the rollback's reads), cap the size, no FIFOs or devices."""
+def read_side(*, path: Path, root: Path) -> FileSide:
+    """Read a file the engine already contained: containment re-checked on the open file (as
+    the rollback's reads do), the size capped, no FIFOs or devices."""
     try:
         fd, st = open_for_reading(root, path)
     except FileNotFoundError:
@@ -530,10 +612,12 @@ class FileDiff:
 
     @property
     def dom_id(self) -> str:
+        """A stable id for the diff on a page."""
         return f"{self.ref.dom_id}-{self.file_id}"
 
     @property
     def later_note(self) -> str:
+        """The later phases that changed the file again, in words; empty when none did."""
         if not self.later:
             return ""
         wording = CHANGED_LATER if self.backup else CHANGED_LATER_CREATED
@@ -541,19 +625,33 @@ class FileDiff:
 
     @property
     def lines_added(self) -> int:
+        """Lines added from the backup to now."""
         return self.result.lines_added if self.result else 0
 
     @property
     def lines_removed(self) -> int:
+        """Lines removed from the backup to now."""
         return self.result.lines_removed if self.result else 0
 
-    @property
-    def page_url(self) -> str:
-        return self.ref.url("workspace_diff_page", self.file_id)
 
-    @property
-    def context_url(self) -> str:
-        return self.ref.url("workspace_diff_context", self.file_id)
+@dataclass(frozen=True)
+class FilesPage:
+    """One page of a log's file diffs, and where the next one starts (None: it was the last)."""
+
+    diffs: list[FileDiff]
+    total: int
+    shown: int
+    next_start: int | None
+    next_count: int
+
+
+@dataclass(frozen=True)
+class DiffContext:
+    """Unchanged lines behind a diff's "N unchanged lines" expander, and the gap left after."""
+
+    diff: FileDiff
+    rows: list[diffing.DiffLine]
+    rest: diffing.Gap | None
 
 
 def _side_problem(side: FileSide, label: str) -> str | None:
@@ -583,14 +681,14 @@ def _with_result(diff: FileDiff, page: int = 1) -> FileDiff:
     return diff
 
 
-def modified_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) -> FileDiff:
+def _modified_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) -> FileDiff:
     root = ref.workspace.root
     fid = f"m{index}"
     if not entry["backup_exists"]:
         msg = NO_BACKUP.format(backup=entry["backup"])
         return FileDiff(ref, fid, entry["path"], entry["backup"], "no_backup", msg)
-    old = read_side(Path(entry["backup_path"]), root)
-    new = read_side(Path(entry["target"]), root)
+    old = read_side(path=Path(entry["backup_path"]), root=root)
+    new = read_side(path=Path(entry["target"]), root=root)
     diff = FileDiff(ref, fid, entry["path"], entry["backup"], "unshown", "", key=_key(old, new))
     problem = _side_problem(old, "The backup") or (
         _side_problem(new, "The current file") if new.state != "missing" else None
@@ -613,10 +711,10 @@ def modified_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1)
     return diff
 
 
-def created_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) -> FileDiff:
+def _created_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) -> FileDiff:
     root = ref.workspace.root
     fid = f"c{index}"
-    new = read_side(Path(entry["target"]), root)
+    new = read_side(path=Path(entry["target"]), root=root)
     missing = FileSide("missing")
     diff = FileDiff(ref, fid, entry["path"], None, "added", CREATED, key=_key(missing, new))
     if new.state == "missing":
@@ -633,283 +731,167 @@ def created_diff(ref: LogRef, index: int, entry: dict[str, Any], page: int = 1) 
     return _with_result(diff, page)
 
 
-def file_count(state: LogState) -> int:
+def _file_count(state: LogState) -> int:
     if state.data is None:
         return 0
     return len(state.data["files_modified"]) + len(state.data["files_created"])
 
 
-def file_diffs(state: LogState, start: int, count: int) -> list[FileDiff]:
+def file_diffs(*, state: LogState, start: int, count: int) -> list[FileDiff]:
     """The diffs of the log's files ``start`` to ``start + count`` (modified files first, then
     created ones): only those files are read and diffed."""
     if state.data is None:
         return []
     modified, created = state.data["files_modified"], state.data["files_created"]
-    later = later_changes(state)
+    later = later_changes(state=state)
     out = []
     for position in range(max(0, start), min(start + count, len(modified) + len(created))):
         if position < len(modified):
             entry = modified[position]
-            diff = modified_diff(state.ref, position, entry)
+            diff = _modified_diff(state.ref, position, entry)
         else:
             index = position - len(modified)
             entry = created[index]
-            diff = created_diff(state.ref, index, entry)
+            diff = _created_diff(state.ref, index, entry)
         diff.later = later.get(entry["target"], [])
         out.append(diff)
     return out
 
 
-def _files_context(state: LogState, start: int) -> dict[str, Any]:
-    """One page of file diffs, and where the next one starts (None: it was the last)."""
-    total = file_count(state)
+def files_page(*, state: LogState, start: int = 0) -> FilesPage:
+    """The page of `FILES_PER_PAGE` file diffs from ``start`` (clamped to the log's files)."""
+    total = _file_count(state)
     start = min(max(0, start), total)
     end = min(start + FILES_PER_PAGE, total)
-    return {
-        "diffs": file_diffs(state, start, end - start),
-        "files_total": total,
-        "files_shown": end,
-        "files_next": end if end < total else None,
-        "files_next_count": min(FILES_PER_PAGE, total - end),
-    }
+    return FilesPage(
+        diffs=file_diffs(state=state, start=start, count=end - start),
+        total=total,
+        shown=end,
+        next_start=end if end < total else None,
+        next_count=min(FILES_PER_PAGE, total - end),
+    )
 
 
-def one_diff(state: LogState, file_id: str, page: int = 1) -> FileDiff:
+def file_diff(*, state: LogState, file_id: str, page: int = 1) -> FileDiff:
+    """The diff of one file (``m<index>`` or ``c<index>``) at a page of hunks; else NotFound."""
     match = _FILE_ID.match(file_id)
     if state.data is None or match is None:
-        raise Http404("There is no such file in this changes log.")
+        raise NotFound(NO_FILE)
     group, index = match.group(1), int(match.group(2))
     entries = state.data["files_modified" if group == "m" else "files_created"]
     if index >= len(entries):
-        raise Http404("There is no such file in this changes log.")
-    build = modified_diff if group == "m" else created_diff
+        raise NotFound(NO_FILE)
+    build = _modified_diff if group == "m" else _created_diff
     return build(state.ref, index, entries[index], page)
 
 
-def workspace_cards() -> list[dict[str, Any]]:
-    """The registered workspaces with how many changes logs each holds, for the home page."""
-    cards = []
-    for ws in registered():
-        logs = list_logs(ws) if ws.usable else []
-        cards.append(
-            {
-                "ws": ws,
-                "log_count": sum(1 for r in logs if r.kind == LOGS),
-                "undo_count": sum(1 for r in logs if r.kind == UNDO),
-                "last": max((r.mtime for r in logs), default=None),
-            }
-        )
-    return cards
+def _check_seen(diff: FileDiff, seen_key: str | None) -> None:
+    if seen_key is not None and seen_key != diff.key:
+        raise StaleWrite(CHANGED_SINCE, current_sha256=diff.key)
 
 
-# ------------------------------------------------------------------------------------------
-# Views
-# ------------------------------------------------------------------------------------------
+def diff_page(*, state: LogState, file_id: str, page: int, seen_key: str | None) -> FileDiff:
+    """A later page of one file's hunks; ``StaleWrite(CHANGED_SINCE)`` when the file changed
+    since ``seen_key`` was shown (None: not checked) or has no such page any more."""
+    diff = file_diff(state=state, file_id=file_id, page=page)
+    _check_seen(diff, seen_key)
+    if diff.page is None:
+        raise StaleWrite(CHANGED_SINCE, current_sha256=diff.key)
+    return diff
 
 
-@require_GET
-@panel_view
-def workspaces(request: HttpRequest) -> HttpResponse:
-    """Every registered workspace (the same cards as on the home page)."""
-    return render(request, "versions/workspace_list.html", {"workspace_cards": workspace_cards()})
-
-
-@require_GET
-@panel_view
-def workspace(request: HttpRequest, name: str) -> HttpResponse:
-    """One workspace: its changes logs as change-set rows, newest first."""
-    ws = get_workspace(name)
-    refs = list_logs(ws)
-    link_rollbacks(refs)
-    rows = [read_state(ref) for ref in refs]
-    ctx = {
-        "ws": ws,
-        "rows": rows,
-        "missing": None if ws.exists else NO_FOLDER.format(folder=ws.folder),
-        "max_logs": MAX_LOGS,
-        **perms(request),
-    }
-    return render(request, "versions/workspace_page.html", ctx)
-
-
-def _log_context(request: HttpRequest, state: LogState, **extra: Any) -> dict[str, Any]:
-    return {
-        "ws": state.ref.workspace,
-        "ref": state.ref,
-        "st": state,
-        **_files_context(state, 0),
-        "metadata_json": (
-            json.dumps(state.data["metadata"], indent=2, ensure_ascii=False)
-            if state.data and state.data["metadata"]
-            else ""
-        ),
-        "expanded": True,
-        **perms(request),
-        **extra,
-    }
-
-
-def _state_of(name: str, kind: str, log: str) -> LogState:
-    ws = get_workspace(name)
-    refs = list_logs(ws)
-    link_rollbacks(refs)
-    for ref in refs:
-        if ref.kind == kind and ref.name == log:
-            return read_state(ref, refs)
-    raise Http404("There is no such changes log in this workspace.")
-
-
-@require_GET
-@panel_view
-def workspace_log(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
-    """One changes log expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
-    state = _state_of(name, kind, log)
-    if is_fragment(request) and request.GET.get("collapsed"):
-        ctx = {"ws": state.ref.workspace, "st": state, "ref": state.ref, **perms(request)}
-        return render(request, "versions/partials/_workspace_log_row.html", ctx)
-    ctx = _log_context(request, state)
-    if is_fragment(request):
-        return render(request, "versions/partials/_workspace_log_expanded.html", ctx)
-    return render(request, "versions/workspace_log_page.html", ctx)
-
-
-@require_GET
-@panel_view
-def workspace_files(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
-    """The next page of a log's file diffs, from ``?start=`` (behind "Show the next files")."""
-    state = _state_of(name, kind, log)
-    ctx = {"ref": state.ref, **_files_context(state, int_param(request.GET.get("start")))}
-    return render(request, "versions/partials/_workspace_files.html", ctx)
-
-
-@require_GET
-@panel_view
-def workspace_diff_page(
-    request: HttpRequest, name: str, kind: str, log: str, file_id: str
-) -> HttpResponse:
-    """The next page of hunks of one file's backup→current diff."""
-    state = _state_of(name, kind, log)
-    diff = one_diff(state, file_id, page=int_param(request.GET.get("page"), 1))
-    if request.GET.get("now", diff.key) != diff.key or diff.page is None:
-        ctx = {"message": CHANGED_SINCE}
-        return render(request, "versions/partials/_diff_stale.html", ctx)
-    return render(request, "versions/partials/_workspace_diff_page.html", {"diff": diff})
-
-
-@require_GET
-@panel_view
-def workspace_diff_context(
-    request: HttpRequest, name: str, kind: str, log: str, file_id: str
-) -> HttpResponse:
-    """Unchanged lines behind an "N unchanged lines" expander."""
-    state = _state_of(name, kind, log)
-    diff = one_diff(state, file_id)
-    if request.GET.get("now", diff.key) != diff.key or diff.result is None:
-        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
-    old_start = int_param(request.GET.get("old"))
-    new_start = int_param(request.GET.get("new"))
-    count = int_param(request.GET.get("count"))
+def diff_context(
+    *,
+    state: LogState,
+    file_id: str,
+    seen_key: str | None,
+    old_start: int,
+    new_start: int,
+    count: int,
+) -> DiffContext:
+    """Up to `GAP_CHUNK` unchanged lines of a collapsed gap, and what stays collapsed after;
+    ``StaleWrite(CHANGED_SINCE)`` when the file changed since the diff was shown."""
+    diff = file_diff(state=state, file_id=file_id)
+    _check_seen(diff, seen_key)
+    if diff.result is None:
+        raise StaleWrite(CHANGED_SINCE, current_sha256=diff.key)
     take = max(0, min(count, GAP_CHUNK))
     try:
         rows = diffing.context_lines(diff.old, diff.new, old_start, new_start, take)
     except (diffing.StaleContext, ValueError, IndexError):
-        return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
+        raise StaleWrite(CHANGED_SINCE, current_sha256=diff.key) from None
     rest = diffing.Gap(old_start + take, new_start + take, count - take) if count > take else None
-    ctx = {"diff": diff, "rows": rows, "rest": rest}
-    return render(request, "versions/partials/_workspace_diff_context.html", ctx)
+    return DiffContext(diff=diff, rows=rows, rest=rest)
 
 
-@require_http_methods(["GET", "POST"])
-@panel_view
-def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
-    """GET: the dialog with the seed's confirmation summary. POST: Confirm restore, the report."""
-    services.require_workspace_rollback(actor_of(request))
-    state = _state_of(name, kind, log)
-    if request.method == "GET":
-        ctx = {
-            "ws": state.ref.workspace,
-            "ref": state.ref,
-            "st": state,
-            "outline": rollback_outline(state),
-            **perms(request),
-        }
-        if is_fragment(request):
-            return render(request, "versions/partials/_workspace_dialog.html", ctx)
-        return render(request, "versions/workspace_confirm_page.html", ctx)
+# ------------------------------------------------------------------------------------------
+# Restore all: the rollback and its report
+# ------------------------------------------------------------------------------------------
 
-    if state.refused:
-        return _after(request, state, {"error": REFUSED}, status=422)
-    if request.POST.get("log_sha") != state.sha256:
-        return _after(request, state, {"error": STALE_LOG}, status=409)
-    assert state.data is not None
+
+@dataclass(frozen=True)
+class RollbackOutcome:
+    """What `Restore all` did: the report and the log as it is now, or where the engine stopped.
+
+    ``error`` is set when the rollback stopped partway (steps before it may have run); the
+    ``state`` is then the log as it was read before the rollback.
+    """
+
+    state: LogState
+    report: dict[str, Any] | None = None
+    report_json: str = ""
+    # The counter log the report names, when the workspace lists it (to roll the rollback back).
+    undo_ref: LogRef | None = None
+    error: str = ""
+
+
+def rollback_log(*, state: LogState, log_sha: str | None, actor: services.Actor) -> RollbackOutcome:
+    """Roll ``state``'s log back for ``actor`` as confirmed, under the log's lock, and read it
+    again after.
+
+    Refused with nothing done: ``Forbidden`` for an actor who may not roll workspaces back,
+    ``InvalidInput(REFUSED)`` for a log the engine refuses,
+    ``StaleWrite(STALE_LOG)`` when ``log_sha`` is not the log's sha256 now, ``Conflict(lock.BUSY)``
+    while another rollback of the log runs.
+    """
+    services.require_workspace_rollback(actor)
+    if state.data is None:
+        raise InvalidInput(REFUSED)
+    if log_sha != state.sha256:
+        raise StaleWrite(STALE_LOG, current_sha256=state.sha256)
+    ref, by = state.ref, actor.name
     try:
-        report = _rollback_locked(state, by=request.user.get_username())
-    except BlockingIOError:
-        return _after(request, state, {"error": BUSY}, status=409)
+        with changes_log_lock(path=ref.path):
+            # The person confirmed the summary (the seed's prompt): no second confirmation here.
+            report = rollback(
+                ref.path, state.data["phase"], confirm=None, workspace=ref.workspace.root, by=by
+            )
     except OSError as exc:
         error = STOPPED.format(error=exc.strerror or exc, undo=f"{UNDO_DIR}/")
-        return _after(request, state, {"error": error}, status=200)
+        return RollbackOutcome(state=state, error=error)
     except ValueError as exc:
-        # A path that left the workspace while the rollback ran: said in words, never a 500.
-        logger.warning("workspace rollback of %s stopped: %s", state.ref.label, exc)
-        error = STOPPED.format(error=exc, undo=f"{UNDO_DIR}/")
-        return _after(request, state, {"error": error}, status=200)
+        # A path that left the workspace while the rollback ran: said in words, never a crash.
+        logger.warning("workspace rollback of %s stopped: %s", ref.label, exc)
+        return RollbackOutcome(state=state, error=STOPPED.format(error=exc, undo=f"{UNDO_DIR}/"))
     logger.info(
         "workspace rollback of %s/%s (phase %s) by %s: %s; undo log %s",
-        state.ref.workspace.name,
-        state.ref.label,
+        ref.workspace.name,
+        ref.label,
         state.data["phase"],
-        request.user.get_username(),
+        by,
         "success" if report.get("success") else "failed",
         report.get("undo_log", "none"),
     )
-    # Show the log as it is after the rollback, with the report above its diffs.
-    refs = list_logs(state.ref.workspace)
-    link_rollbacks(refs)
-    after = next((r for r in refs if r.kind == state.ref.kind and r.name == state.ref.name), None)
-    new_state = read_state(after, refs) if after is not None else state
-    return _after(request, new_state, {"report": report, **_report_extras(refs, report)})
-
-
-def _rollback_locked(state: LogState, *, by: str) -> dict[str, Any]:
-    """Roll back with an exclusive lock on the log, so two confirmations never run at once."""
-    assert state.data is not None
-    fd = os.open(state.ref.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # The person confirmed in the dialog (the seed's prompt): no second confirmation here.
-        return rollback(
-            state.ref.path,
-            state.data["phase"],
-            confirm=None,
-            workspace=state.ref.workspace.root,
-            by=by,
-        )
-    finally:
-        os.close(fd)
-
-
-def _report_extras(refs: list[LogRef], report: dict[str, Any]) -> dict[str, Any]:
-    """The report as indented JSON, and the counter log it names when the panel lists it."""
+    refs = _listed_logs(ref.workspace)
+    after = next((r for r in refs if r.kind == ref.kind and r.name == ref.name), None)
     undo_ref = None
     undo_log = report.get("undo_log")
     if isinstance(undo_log, str):
         wanted = str(Path(undo_log).resolve())
         undo_ref = next((r for r in refs if str(r.path.resolve()) == wanted), None)
-    return {
-        "report_json": json.dumps(report, indent=2, ensure_ascii=False),
-        "undo_ref": undo_ref,
-    }
-
-
-def _after(
-    request: HttpRequest, state: LogState, extra: dict[str, Any], status: int = 200
-) -> HttpResponse:
-    ctx = _log_context(request, state, **extra)
-    if not is_fragment(request):
-        return render(request, "versions/workspace_report_page.html", ctx, status=status)
-    html = str(
-        render_to_string("versions/partials/_workspace_log_expanded.html", ctx, request=request)
+    return RollbackOutcome(
+        state=read_state(ref=after, logs=refs) if after is not None else state,
+        report=report,
+        report_json=json.dumps(report, indent=2, ensure_ascii=False),
+        undo_ref=undo_ref,
     )
-    html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close the dialog
-    return HttpResponse(html, status=status)
