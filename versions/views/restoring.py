@@ -201,7 +201,7 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 
 
 def _notice(app: App, data: dict[str, Any]) -> str:
-    """"Production still serves dp_…; promote to ship this" after a restore that wrote."""
+    """ "Production still serves dp_…; promote to ship this" after a restore that wrote."""
     return services.production_notice(app) if data.get("kind") in WROTE else ""
 
 
