@@ -53,3 +53,39 @@ def test_the_restore_sets_that_undid_a_restore_are_listed(app):
     assert selectors.artifact_shas(app, ["pltf_page/index"]) == {
         "pltf_page/index": services.sha256_hex(b"v2\n")  # the undo put v2 back
     }
+
+
+def test_the_apps_list_is_paginated_filtered_by_name_and_its_queries_do_not_grow(
+    app, django_assert_max_num_queries
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries(**kw) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            page = selectors.app_page(None, kw.get("q", ""), kw.get("page"))
+            list(page.object_list)
+        return len(captured.captured_queries)
+
+    _write(app, "v1\n", "a")
+    few = queries()
+    for n in range(60):
+        App.objects.create(slug=f"team-{n:02d}", name=f"Team {n}")
+    assert queries() == few
+    page = selectors.app_page(None, "", 1)
+    assert page.paginator.count == 61 and len(page.object_list) == selectors.APPS_PER_PAGE
+    quotes = selectors.app_page(None, "quote", 1).object_list
+    assert [a.slug for a in quotes] == ["quotes"] and quotes[0].set_count == 1
+    assert [a.slug for a in selectors.app_page(None, "Team 5", 1).object_list] == [
+        "team-05",
+        "team-50",
+        "team-51",
+        "team-52",
+        "team-53",
+        "team-54",
+        "team-55",
+        "team-56",
+        "team-57",
+        "team-58",
+        "team-59",
+    ]

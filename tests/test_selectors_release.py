@@ -33,3 +33,15 @@ def test_since_release_lists_the_later_sets_and_what_differs(app):
     assert [s.artifact.name for s in review.changed] == ["index"]
     assert [s.artifact.name for s in review.added] == ["new"]
     assert review.moment == selectors.release_moment(app)
+
+
+def test_the_sets_after_the_release_come_in_pages(app):
+    release = _write(app, "index", "v0\n", "r")
+    services.mark_release(release.change_set_id, by="boss")
+    for n in range(30):
+        _write(app, "index", f"v{n + 1}\n", f"t{n}")
+    first = selectors.since_release(app, with_sources=False)
+    second = selectors.since_release(app, with_sources=False, page=2)
+    assert first.set_count == 30 and len(first.sets) == 25 and len(second.sets) == 5
+    assert {s.id for s in first.sets}.isdisjoint({s.id for s in second.sets})
+    assert [s.artifact.name for s in first.changes] == ["index"]

@@ -51,6 +51,7 @@ from versions.selectors.members import (
 from versions.selectors.panel import (
     AFTER_PRUNED,
     APP_NOT_FOUND,
+    APPS_PER_PAGE,
     COLLECTION_LABELS,
     INLINE_DIFFS,
     NOW_VIEW,
@@ -69,6 +70,7 @@ from versions.selectors.panel import (
     after_states,
     app_list,
     app_of,
+    app_page,
     app_point,
     artifact_shas,
     attach_tools,
@@ -119,6 +121,8 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "APPS_PER_PAGE",
+    "app_page",
     "deployment_out",
     "event_out",
     "production_overview",

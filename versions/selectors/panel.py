@@ -55,6 +55,33 @@ def app_list(app_ids: Iterable[int] | None = None) -> QuerySet[App]:
     ).order_by("slug")
 
 
+APPS_PER_PAGE = 24
+
+
+def app_page(app_ids: Iterable[int] | None, query: str, page: int | str | None) -> Page:
+    """One page of the apps a person sees (``app_ids``; None: all), by slug, filtered by name or
+    slug (``query``), each with its set count and last change — computed for the page's apps
+    only, so the page costs the same however many apps and sets the database holds."""
+    apps = App.objects.all() if app_ids is None else App.objects.filter(pk__in=list(app_ids))
+    query = query.strip()[:100]
+    if query:
+        apps = apps.filter(Q(slug__icontains=query) | Q(name__icontains=query))
+    page_obj = Paginator(apps.order_by("slug"), APPS_PER_PAGE).get_page(page)
+    rows = list(page_obj.object_list)
+    stats: dict[int, tuple[int, Any]] = {
+        app_id: (count, last)
+        for app_id, count, last in ChangeSet.objects.filter(app_id__in=[a.pk for a in rows])
+        .values("app_id")
+        .annotate(n=Count("id"), last=Max("created_on"))
+        .order_by()
+        .values_list("app_id", "n", "last")
+    }
+    for a in rows:
+        a.set_count, a.last_change = stats.get(a.pk, (0, None))  # type: ignore[attr-defined]
+    page_obj.object_list = rows
+    return page_obj
+
+
 def app_of(app: App | str) -> App:
     """The App for an App or a slug (with its release set), or ``NotFound``."""
     if isinstance(app, App):

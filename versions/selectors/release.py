@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Exists, Max, OuterRef, Q, Subquery
 
 from versions.errors import Conflict
@@ -58,6 +59,8 @@ class SinceRelease:
     moment: datetime
     sets: list[ChangeSet]
     changes: list[ArtifactState]
+    set_count: int = 0
+    sets_page: Page | None = None
 
     @property
     def added(self) -> list[ArtifactState]:
@@ -76,19 +79,29 @@ class SinceRelease:
         return [s for s in self.changes if not s.available]
 
 
-def _sets_after(app: App, moment: datetime, release: ChangeSet) -> list[ChangeSet]:
-    """Sets with a point after ``moment`` (or created after it), newest first, with the totals
-    and tools a set row shows; three queries."""
+SINCE_PER_PAGE = 25
+
+
+def _sets_after(
+    app: App, moment: datetime, release: ChangeSet, page: int | str | None
+) -> tuple[list[ChangeSet], Page]:
+    """One page of the sets with a point after ``moment`` (or created after it), newest first,
+    with the totals and tools a set row shows (computed for the page's sets only)."""
     later_point = RestorePoint.objects.filter(change_set=OuterRef("pk"), created_on__gt=moment)
+    after = (
+        ChangeSet.objects.filter(app=app)
+        .exclude(pk=release.pk)
+        .filter(Q(created_on__gt=moment) | Exists(later_point))
+        .order_by("-created_on", "-id")
+    )
+    page_obj = Paginator(after.values_list("id", flat=True), SINCE_PER_PAGE).get_page(page)
+    ids = list(page_obj.object_list)
     sets: list[ChangeSet] = list(
-        with_totals(
-            ChangeSet.objects.filter(app=app)
-            .exclude(pk=release.pk)
-            .filter(Q(created_on__gt=moment) | Exists(later_point))
-        ).order_by("-created_on", "-id")
+        with_totals(ChangeSet.objects.filter(pk__in=ids)).order_by("-created_on", "-id")
     )
     attach_tools(sets)
-    return sets
+    page_obj.object_list = sets  # type: ignore[assignment]
+    return sets, page_obj
 
 
 def differing(states: Iterable[ArtifactState]) -> list[ArtifactState]:
@@ -96,11 +109,14 @@ def differing(states: Iterable[ArtifactState]) -> list[ArtifactState]:
     return [s for s in states if s.differs]
 
 
-def since_release(app: App | str, *, with_sources: bool = True) -> SinceRelease:
-    """The sets after the app's release and the artifacts that differ from their state at it.
+def since_release(
+    app: App | str, *, with_sources: bool = True, page: int | str | None = None
+) -> SinceRelease:
+    """The sets after the app's release (one page of them, ``page``) and the artifacts that
+    differ from their state at it.
 
     Artifacts unchanged since (or changed and changed back) are not listed. Raises
-    ``InvalidInput`` (409) when no release is marked.
+    ``Conflict`` when no release is marked.
     """
     app_obj = app_of(app)
     release = release_set(app_obj)
@@ -108,4 +124,13 @@ def since_release(app: App | str, *, with_sources: bool = True) -> SinceRelease:
     changes = differing(states_at(app_obj, moment))
     if with_sources:
         changes = _with_sources(changes)
-    return SinceRelease(app_obj, release, moment, _sets_after(app_obj, moment, release), changes)
+    sets, sets_page = _sets_after(app_obj, moment, release, page)
+    return SinceRelease(
+        app_obj,
+        release,
+        moment,
+        sets,
+        changes,
+        set_count=sets_page.paginator.count,
+        sets_page=sets_page,
+    )

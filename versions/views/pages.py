@@ -24,7 +24,12 @@ def home(request: HttpRequest) -> HttpResponse:
         request,
         "versions/home.html",
         {
-            "apps": list(selectors.app_list(services.visible_app_ids(actor_of(request)))),
+            "page": selectors.app_page(
+                services.visible_app_ids(actor_of(request)),
+                request.GET.get("q", ""),
+                request.GET.get("page"),
+            ),
+            "q": request.GET.get("q", "").strip()[:100],
             "workspace_cards": review.workspace_cards(),
         },
     )

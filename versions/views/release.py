@@ -66,11 +66,12 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
     """Everything the Since release tab shows (review is None when no release is marked)."""
     ctx: dict[str, Any] = {"app": app, "tab": "release", **perms(request, app), **extra}
     try:
-        review = selectors.since_release(app, with_sources=False)
+        review = selectors.since_release(app, with_sources=False, page=request.GET.get("page"))
     except Conflict as exc:
         ctx.update(review=None, no_release=exc.message)
         return ctx
     ctx.update(
+        page=review.sets_page,
         review=review,
         diffs=_diffs(review),
         expected=[(s.key, s.artifact.sha256) for s in review.changes],
