@@ -86,7 +86,22 @@ class AgentTokenAuth(HttpBearer):
         return services.actor_for_token(row) if row is not None else None
 
 
-api = NinjaAPI(
+class _VersionsApi(NinjaAPI):
+    """The agent API; its OpenAPI document says errors come as ``application/problem+json``
+    (RFC 9457), as they do."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                for status, answer in (operation.get("responses") or {}).items():
+                    content = answer.get("content") or {}
+                    if str(status).startswith(("4", "5")) and "application/json" in content:
+                        content["application/problem+json"] = content.pop("application/json")
+        return schema
+
+
+api = _VersionsApi(
     title="Versions agent API",
     version="1",
     description=(

@@ -18,6 +18,9 @@ SHA256_DESCRIPTION = (
     "Refused as a stale write (409, with current_sha256) when it is not the current one."
 )
 ID_MAX = 200
+# Text no database stores (NUL, lone surrogates) or that is a control character: refused.
+TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]*$"
+ID_RULES: dict[str, Any] = {"maxLength": ID_MAX, "pattern": TEXT_PATTERN}
 MESSAGE_MAX = 2000
 
 # Rules given as json_schema_extra are stated in the OpenAPI document while the services check
@@ -116,13 +119,13 @@ class WriteIn(Schema):
         None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
     )
     requested_by: str | None = Field(
-        None, description="Who asked.", json_schema_extra={"maxLength": ID_MAX}
+        None, description="Who asked.", json_schema_extra=ID_RULES
     )
     tool: str | None = Field(
-        None, description="Which tool writes.", json_schema_extra={"maxLength": ID_MAX}
+        None, description="Which tool writes.", json_schema_extra=ID_RULES
     )
-    run_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
-    turn_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    run_id: str | None = Field(None, json_schema_extra=ID_RULES)
+    turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
     message: str | None = Field(
         None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
     )
@@ -151,10 +154,10 @@ class DeleteQuery(Schema):
     expected_sha256: str | None = Field(
         None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
     )
-    requested_by: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
-    tool: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
-    run_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
-    turn_id: str | None = Field(None, json_schema_extra={"maxLength": ID_MAX})
+    requested_by: str | None = Field(None, json_schema_extra=ID_RULES)
+    tool: str | None = Field(None, json_schema_extra=ID_RULES)
+    run_id: str | None = Field(None, json_schema_extra=ID_RULES)
+    turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
     message: str | None = Field(
         None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
     )
