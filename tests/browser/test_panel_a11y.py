@@ -86,9 +86,7 @@ def test_every_panel_state_passes_axe_on_a_desktop(page, live_server, make_user,
     _walk_every_state(page, live_server, axe)
 
 
-def test_every_panel_state_passes_axe_on_a_phone(
-    phone_page, live_server, make_user, sign_in, axe
-):
+def test_every_panel_state_passes_axe_on_a_phone(phone_page, live_server, make_user, sign_in, axe):
     make_user("rvaid", superuser=True)
     sign_in(phone_page, "rvaid")
     _walk_every_state(phone_page, live_server, axe)

@@ -37,7 +37,8 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
 
 @register.simple_tag
 def when(moment: datetime | str | None) -> SafeString:
-    """A <time> with the relative time, and the absolute UTC time beside it.
+    """A <time> with the relative time, and the absolute time beside it: UTC as sent, shown in
+    the viewer's time zone by panel.js (with the UTC time on hover).
 
     Accepts the ISO strings of stored receipts too.
     """
@@ -47,10 +48,13 @@ def when(moment: datetime | str | None) -> SafeString:
         return mark_safe("")  # noqa: S308 - a constant
     absolute = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return format_html(
-        '<time datetime="{}" title="{}">{}</time> <span class="abs">{}</span>',
+        '<time datetime="{}" data-utc="{}" title="{}">{}</time> '
+        '<span class="abs" data-local title="{}">{}</span>',
         moment.isoformat(),
         absolute,
+        absolute,
         relative(moment),
+        absolute,
         absolute,
     )
 
