@@ -54,3 +54,95 @@ def test_times_carry_utc_for_the_viewers_local_time(client_in, app):
     )
     html = client_in.get("/apps/quotes/versions/").content.decode()
     assert 'data-utc="' in html and 'class="abs" data-local' in html
+
+
+# --------------------------------------------------------------------------------------------
+# Find: the search box and the Change sets filters
+# --------------------------------------------------------------------------------------------
+
+
+def _turn(app: App, run: str, who: str, writes: list[tuple[str, str, str]]) -> str:
+    """One agent turn: ``writes`` of (collection, name, tool); returns its set id."""
+    for collection, name, tool in writes:
+        services.write_artifact(
+            app, collection, name, f"/* {run} {name} */\n", requested_by=who, tool=tool, run_id=run
+        )
+    from versions.models import ChangeSet
+
+    return ChangeSet.objects.get(app=app, run_id=run).id
+
+
+@pytest.fixture
+def turns(app: App) -> dict[str, str]:
+    ids = {
+        "pricing": _turn(app, "t1", "ana", [("pltf_page", "pricing", "agent:write_page")]),
+        "styles": _turn(
+            app,
+            "t2",
+            "bob",
+            [
+                ("pltf_stylesheet", "App", "agent:write_stylesheet"),
+                ("pltf_stylesheet", "Theme", "agent:write_stylesheet"),
+                ("pltf_frontend_module", "quotes", "agent:write_module"),
+                ("pltf_page", "index", "agent:write_page"),
+                ("pltf_page", "about", "agent:write_page"),
+            ],
+        ),
+        "checkout": _turn(app, "t3", "ana", [("pltf_page", "checkout", "other:edit")]),
+    }
+    services.name_change_set(ids["checkout"], "Checkout copy, approved", by="ana")
+    restored = services.restore_change_set(ids["pricing"], by="ana")
+    ids["restore"] = restored.set_id
+    return ids
+
+
+def _found(app: App, **query: str) -> list[str]:
+    from versions import selectors
+
+    page = selectors.search_change_sets(app, selectors.SetQuery.from_query(query))
+    return [cs.id for cs in page.object_list]
+
+
+def test_one_search_box_finds_ids_names_artifacts_who_and_tools(app, turns):
+    assert _found(app, q=turns["styles"][-6:]) == [turns["styles"]]  # part of an id
+    assert _found(app, q="checkout COPY") == [turns["checkout"]]  # a name, any case
+    assert _found(app, q="theme") == [turns["styles"]]  # an artifact's name
+    assert _found(app, q="bob") == [turns["styles"]]  # who asked
+    assert _found(app, q="other:") == [turns["checkout"]]  # a tool
+    assert _found(app, q="nothing-like-this") == []
+
+
+def test_filters_kind_who_tool_artifact_named_and_release(app, turns):
+    everything = _found(app)
+    assert turns["restore"] in everything
+    assert turns["restore"] not in _found(app, kind="change")  # restore sets hidden
+    assert _found(app, kind="restore") == [turns["restore"]]
+    assert set(_found(app, who="ana", kind="change")) == {turns["pricing"], turns["checkout"]}
+    assert _found(app, tool="agent:write_module") == [turns["styles"]]
+    assert _found(app, artifact="pric", kind="change") == [turns["pricing"]]
+    assert _found(app, named="1") == [turns["checkout"]]
+    assert _found(app, release="1") == []
+    services.mark_release(turns["styles"], by="ana")
+    app.refresh_from_db()
+    assert _found(app, release="1") == [turns["styles"]]
+
+
+def test_a_collapsed_row_names_its_first_artifacts_then_how_many_more(client_in, app, turns):
+    html = client_in.get("/apps/quotes/versions/").content.decode()
+    assert '<span class="art">App</span>, <span class="art">Theme</span>, ' in html
+    assert '<span class="more-arts">+2 more</span>' in html
+    found = client_in.get("/apps/quotes/versions/?q=theme").content.decode()
+    assert turns["styles"] in found and turns["checkout"] not in found
+    assert 'id="search-summary"' in found
+
+
+def test_search_reads_no_source(app, turns):
+    """Search conditions are set columns and EXISTS over points: no blob is read."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        _found(app, q="theme", kind="change", tool="agent:write_stylesheet", artifact="App")
+    sql = " ".join(q["sql"] for q in ctx.captured_queries)
+    assert "versions_blob" not in sql
+    assert len(ctx.captured_queries) <= 4
