@@ -70,5 +70,14 @@ urlpatterns = [
     path(f"{_APP}members/add/", views.add_member, name="add_member"),
     path(f"{_APP}members/<int:membership_id>/role/", views.change_role, name="change_role"),
     path(f"{_APP}members/<int:membership_id>/remove/", views.remove_member, name="remove_member"),
+    # Compare any two states (SPEC §16).
+    path(f"{_APP}compare/", views.compare_pick, name="compare_pick"),
+    path(f"{_APP}compare/<str:refs>/", views.compare, name="compare"),
+    path(f"{_APP}compare/<str:refs>/viewed/", views.compare_viewed, name="compare_viewed"),
+    path(
+        f"{_APP}compare/<str:refs>/files/<int:artifact_id>/",
+        views.compare_file,
+        name="compare_file",
+    ),
     # Live app routes (versions/live.py) go below this line.
 ]

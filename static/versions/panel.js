@@ -145,4 +145,114 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+
+  // ------------------------------------------------------------------ Viewed marks (compare)
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!box.matches || !box.matches("input[data-viewed]")) return;
+    var id = box.getAttribute("data-viewed");
+    var section = document.getElementById("file-" + id);
+    var item = document.getElementById("nav-" + id);
+    if (section) section.classList.toggle("is-viewed", box.checked);
+    if (item) item.classList.toggle("viewed", box.checked);
+    var count = document.getElementById("viewed-count");
+    if (count) count.textContent = String(document.querySelectorAll("input[data-viewed]:checked").length);
+  });
+
+  // ------------------------------------------------------------------ review keys
+  // j / k: next / previous file; n / p: next / previous change; ?: the list of keys.
+  var KEYS = [
+    ["j", "Next file"], ["k", "Previous file"],
+    ["n", "Next change"], ["p", "Previous change"],
+    ["?", "Show these keys"], ["Esc", "Close"],
+  ];
+
+  function showKeys() {
+    var old = document.getElementById("keys-dialog");
+    if (old) { old.showModal(); return; }
+    var dialog = document.createElement("dialog");
+    dialog.id = "keys-dialog";
+    dialog.className = "keys";
+    dialog.setAttribute("aria-labelledby", "keys-title");
+    var title = document.createElement("h2");
+    title.id = "keys-title";
+    title.textContent = "Keyboard keys";
+    var list = document.createElement("dl");
+    KEYS.forEach(function (pair) {
+      var dt = document.createElement("dt");
+      var kbd = document.createElement("kbd");
+      kbd.textContent = pair[0];
+      dt.appendChild(kbd);
+      var dd = document.createElement("dd");
+      dd.textContent = pair[1];
+      list.appendChild(dt);
+      list.appendChild(dd);
+    });
+    var close = document.createElement("button");
+    close.type = "button";
+    close.textContent = "Close";
+    close.setAttribute("data-close-dialog", "");
+    dialog.appendChild(title);
+    dialog.appendChild(list);
+    dialog.appendChild(close);
+    document.body.appendChild(dialog);
+    dialog.showModal();
+    close.focus();
+  }
+
+  function visible(el) { return el.offsetParent !== null || el.getClientRects().length > 0; }
+
+  function moveTo(items, step, cls) {
+    if (!items.length) return;
+    var current = document.querySelector("." + cls);
+    var index = current ? items.indexOf(current) : -1;
+    if (index === -1) {
+      // Start from what is on the screen.
+      var top = 0;
+      index = step > 0 ? -1 : items.length;
+      for (var i = 0; i < items.length; i++) {
+        if (items[i].getBoundingClientRect().top > top + 4) { index = step > 0 ? i - 1 : i; break; }
+      }
+    }
+    var next = Math.min(items.length - 1, Math.max(0, index + step));
+    if (current) current.classList.remove(cls);
+    var target = items[next];
+    target.classList.add(cls);
+    target.scrollIntoView({ block: "start" });
+    if (target.matches("section")) {
+      if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+      target.focus({ preventScroll: true });
+    }
+  }
+
+  function files() {
+    return Array.prototype.filter.call(document.querySelectorAll("section.diff"), visible);
+  }
+
+  function changes() {
+    // The first row of every run of changed lines.
+    var rows = document.querySelectorAll(".diff-table tr.l-added, .diff-table tr.l-removed, .diff-table tr.l-change");
+    var out = [];
+    for (var i = 0; i < rows.length; i++) {
+      var prev = rows[i].previousElementSibling;
+      var startsRun = !prev || !/\bl-(added|removed|change)\b/.test(prev.className);
+      if (startsRun && visible(rows[i])) out.push(rows[i]);
+    }
+    return out;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    var t = event.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (document.querySelector("dialog[open]")) return;
+    var key = event.key;
+    if (key === "?") { event.preventDefault(); showKeys(); }
+    else if (key === "j" || key === "k") { event.preventDefault(); moveTo(files(), key === "j" ? 1 : -1, "key-current"); }
+    else if (key === "n" || key === "p") { event.preventDefault(); moveTo(changes(), key === "n" ? 1 : -1, "key-change"); }
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-show-keys]")) showKeys();
+  });
 })();

@@ -84,6 +84,25 @@ def clear_cache() -> None:
         _RESULTS.clear()
 
 
+def blob_pair_diff(
+    then_blob: str | None, now_blob: str | None, *, then_exists: bool, now_exists: bool
+) -> diffing.DiffResult:
+    """The diff of two stored states by their blobs (cached by content, like every diff here):
+    a side that does not exist is ``None`` (added / removed)."""
+    key = (
+        (then_blob or "") if then_exists else _ABSENT,
+        (now_blob or "") if now_exists else _ABSENT,
+    )
+    result = _cached(key)
+    if result is None:
+        sources = selectors.blob_sources({b for b in (then_blob, now_blob) if b})
+        then = sources.get(then_blob or "", b"") if then_exists else None
+        now = sources.get(now_blob or "", b"") if now_exists else None
+        result = diffing.compute_diff(then, now)
+        _remember(key, result)
+    return result
+
+
 def prepare(changes: list[ArtifactChange]) -> None:
     """Load, in one query, the sources of the inline changes whose diff is not cached."""
     selectors.load_sources(
