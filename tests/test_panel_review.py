@@ -146,3 +146,118 @@ def test_search_reads_no_source(app, turns):
     sql = " ".join(q["sql"] for q in ctx.captured_queries)
     assert "versions_blob" not in sql
     assert len(ctx.captured_queries) <= 4
+
+
+# --------------------------------------------------------------------------------------------
+# Compare any two states
+# --------------------------------------------------------------------------------------------
+
+
+def _write(app: App, name: str, source: str, run: str) -> None:
+    services.write_artifact(
+        app, "pltf_page", name, source, requested_by="ana", tool="t", run_id=run
+    )
+
+
+@pytest.fixture
+def history(app: App) -> dict[str, str]:
+    """Three turns: v1 of a and b; a → v2 and c created; b deleted."""
+    from versions.models import ChangeSet, RestorePoint
+
+    _write(app, "a", "a1\n", "r1")
+    _write(app, "b", "b1\n", "r1")
+    _write(app, "a", "a2\n", "r2")
+    _write(app, "c", "c1\n", "r2")
+    services.delete_artifact(app, "pltf_page", "b", requested_by="ana", tool="t", run_id="r3")
+    sets = {cs.run_id: cs.id for cs in ChangeSet.objects.filter(app=app)}
+    a2 = RestorePoint.objects.get(change_set_id=sets["r2"], artifact__name="a")
+    return {**sets, "a2_point": a2.id}
+
+
+def _files(app: App, left: str, right: str) -> dict[str, str]:
+    from versions.selectors import compare as comparing
+
+    return {f.artifact.name: f.change for f in comparing.compare(app, left, right).files}
+
+
+def test_the_state_each_ref_names(app, history):
+    assert _files(app, history["r1"], "draft") == {"a": "changed", "b": "removed", "c": "added"}
+    assert _files(app, history["r1"], history["r2"]) == {"a": "changed", "c": "added"}
+    assert _files(app, history["r2"], history["r3"]) == {"b": "removed"}
+    # Just before the point that wrote a2: a was a1 and c did not exist yet.
+    assert _files(app, history["a2_point"], history["r1"]) == {}
+    assert _files(app, history["a2_point"], history["r2"]) == {"a": "changed", "c": "added"}
+    assert _files(app, "draft", "draft") == {}
+
+
+@pytest.mark.parametrize(
+    "refs, words",
+    [
+        ("production...draft", "“production” names a deployment"),
+        ("dp_abc...draft", "“dp_abc” names a deployment"),
+        ("draft...cs_nope", "There is no state “cs_nope” in app “quotes”"),
+        ("draft", "two refs joined by three dots"),
+    ],
+)
+def test_unknown_refs_are_a_404_in_words(client_in, settings, refs, words):
+    settings.DEBUG = True
+    response = client_in.get(f"/apps/quotes/versions/compare/{refs}/")
+    assert response.status_code == 404
+    assert words in response.content.decode()
+
+
+def test_compare_page_lists_files_with_jump_links_and_diffs(client_in, history):
+    html = client_in.get(f"/apps/quotes/versions/compare/{history['r1']}...draft/").content
+    text = html.decode()
+    assert "3 files differ" in text
+    for name in ("a", "b", "c"):
+        assert f'<span class="aname">{name}</span>' in text
+    assert text.count('href="#file-') == 3 and text.count("data-file aria-label=") == 3
+    assert "a2" in text and "a1" in text
+
+
+def test_split_or_unified_is_remembered(client_in, history):
+    url = f"/apps/quotes/versions/compare/{history['r1']}...draft/"
+    assert 'class="diff-table split"' not in client_in.get(url).content.decode()
+    assert 'class="diff-table split"' in client_in.get(url + "?layout=split").content.decode()
+    assert 'class="diff-table split"' in client_in.get(url).content.decode()  # remembered
+    client_in.get(url + "?layout=unified")
+    assert 'class="diff-table split"' not in client_in.get(url).content.decode()
+
+
+def test_viewed_marks_are_remembered_until_the_file_changes(client_in, app, history):
+    from versions.models import Artifact
+
+    a = Artifact.objects.get(app=app, name="a")
+    url = f"/apps/quotes/versions/compare/{history['r1']}...draft/"
+    assert client_in.post(url + "viewed/", {"artifact": a.pk, "viewed": "1"}).status_code == 204
+    text = client_in.get(url).content.decode()
+    assert f'data-viewed="{a.pk}" checked' in text and "1</span> of 3 viewed" in text
+    _write(app, "a", "a3\n", "r4")  # a changed again: unread
+    assert f'data-viewed="{a.pk}" checked' not in client_in.get(url).content.decode()
+    _write(app, "a", "a2\n", "r5")  # back to what was viewed
+    assert f'data-viewed="{a.pk}" checked' in client_in.get(url).content.decode()
+    client_in.post(url + "viewed/", {"artifact": a.pk})
+    assert f'data-viewed="{a.pk}" checked' not in client_in.get(url).content.decode()
+
+
+def test_every_set_and_point_links_to_compare(client_in, history):
+    set_html = client_in.get(f"/apps/quotes/versions/change-sets/{history['r2']}/").content
+    assert f"/compare/{history['r2']}...draft/".encode() in set_html
+    point_html = client_in.get(f"/apps/quotes/versions/points/{history['a2_point']}/").content
+    assert f"/compare/{history['a2_point']}...draft/".encode() in point_html
+
+
+def test_split_rows_pair_removed_with_added_lines():
+    from versions.diffing import compute_diff
+    from versions.templatetags.versions_panel import split_pairs
+
+    result = compute_diff("x\nold one\nold two\ny\n", "x\nnew one\ny\n")
+    pairs = split_pairs(result.page(1).hunks[0].lines)
+    kinds = [(a.kind if a else None, b.kind if b else None) for a, b in pairs]
+    assert kinds == [
+        ("context", "context"),
+        ("removed", "added"),
+        ("removed", None),
+        ("context", "context"),
+    ]
