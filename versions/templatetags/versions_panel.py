@@ -156,9 +156,7 @@ def _side(line: DiffLine | None, old: bool) -> str:
     number = line.old_no if old else line.new_no
     kind = "context" if line.kind == "context" else line.kind
     eol = (
-        '<span class="eol" title="No newline at end of file">⏎̸</span>'
-        if line.eol == "none"
-        else ""
+        '<span class="eol" title="No newline at end of file">⏎̸</span>' if line.eol == "none" else ""
     )
     return (
         f'<td class="ln s-{kind}">{"" if number is None else number}</td>'
