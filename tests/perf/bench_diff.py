@@ -137,6 +137,10 @@ def main() -> None:
             theirs.append(timed(git))
     small = [timed(lambda: view(small_point)) for _ in range(REPEAT)]
     listing = [timed(set_list) for _ in range(REPEAT)]
+    from django.conf import settings
+
+    # The compare and search histories keep every point (retention would prune the oldest).
+    settings.VERSIONS_POINTS_PER_APP = 100_000
     cmp = bench_compare(client, big_old, small_old, small_new)
     found = bench_search(client)
 

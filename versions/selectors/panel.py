@@ -541,6 +541,8 @@ def artifact_shas(app: App, keys: list[str]) -> dict[str, str]:
 # A collapsed row names its first few artifacts, then "+N more".
 ROW_ARTIFACTS = 3
 KIND_FILTERS = ("", "change", "restore")
+# A set's message (what the agent said it did, SPEC §15) is searched once the model has it.
+_HAS_MESSAGE = any(f.name == "message" for f in ChangeSet._meta.get_fields())
 
 
 @dataclass
@@ -617,11 +619,11 @@ class SetQuery:
             qs = qs.filter(Exists(points.filter(artifact__name__icontains=self.artifact)))
         if self.q:
             q = self.q
+            words = Q(id__icontains=q) | Q(name__icontains=q) | Q(created_by__icontains=q)
+            if _HAS_MESSAGE:
+                words |= Q(message__icontains=q)
             qs = qs.filter(
-                Q(id__icontains=q)
-                | Q(name__icontains=q)
-                | Q(created_by__icontains=q)
-                | Exists(points.filter(Q(tool__icontains=q) | Q(artifact__name__icontains=q)))
+                words | Exists(points.filter(Q(tool__icontains=q) | Q(artifact__name__icontains=q)))
             )
         return qs
 

@@ -18,9 +18,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from versions import diffing
 from versions.errors import NotFound
+from versions.selectors import blob_sources
 from versions.selectors import compare as comparing
 from versions.views._common import app_of, int_param, is_fragment, panel_view, perms
-from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff
+from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff, is_cached, pair_key
 
 SESSION_KEY = "versions_review"
 UNIFIED = "unified"
@@ -87,18 +88,43 @@ class FileView:
         return self.result.lines_removed if self.result else 0
 
 
-def _result(file: comparing.FileChange) -> diffing.DiffResult:
+def _key(file: comparing.FileChange) -> tuple[str, str]:
+    left, right = file.left, file.right
+    return pair_key(
+        left.blob_id, right.blob_id, then_exists=left.sha256 != "", now_exists=right.sha256 != ""
+    )
+
+
+def _result(
+    file: comparing.FileChange, sources: dict[str, bytes] | None = None
+) -> diffing.DiffResult:
     left, right = file.left, file.right
     return blob_pair_diff(
         left.blob_id,
         right.blob_id,
         then_exists=left.sha256 != "",
         now_exists=right.sha256 != "",
+        sources=sources,
     )
 
 
+def load_sources(files: list[comparing.FileChange]) -> dict[str, bytes]:
+    """The sources of the given files' diffs that are not cached yet, from one blob query."""
+    wanted = set()
+    for f in files:
+        if f.available and not is_cached(_key(f)):
+            wanted.update(b for b in (f.left.blob_id, f.right.blob_id) if b)
+    return blob_sources(wanted)
+
+
 def file_view(
-    app_id: int, file: comparing.FileChange, viewed: set[str], *, inline: bool = True, page: int = 1
+    app_id: int,
+    file: comparing.FileChange,
+    viewed: set[str],
+    *,
+    inline: bool = True,
+    page: int = 1,
+    sources: dict[str, bytes] | None = None,
 ) -> FileView:
     key = viewed_key(app_id, file)
     seen = key in viewed
@@ -106,7 +132,7 @@ def file_view(
         return FileView(file, "unknown", file.reason or "", seen, key)
     if not inline:
         return FileView(file, "lazy", "", seen, key)
-    result = _result(file)
+    result = _result(file, sources)
     status = file.change
     message = ADDED if status == comparing.ADDED else REMOVED if status == "removed" else ""
     page_obj = None
@@ -128,8 +154,10 @@ def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
     """The two states' differences, file by file."""
     cmp = _comparison(request, slug, refs)
     viewed = set(_prefs(request).get("viewed", []))
+    sources = load_sources(cmp.files[:INLINE_FILES])
     files = [
-        file_view(cmp.app.pk, f, viewed, inline=i < INLINE_FILES) for i, f in enumerate(cmp.files)
+        file_view(cmp.app.pk, f, viewed, inline=i < INLINE_FILES, sources=sources)
+        for i, f in enumerate(cmp.files)
     ]
     ctx = {
         "app": cmp.app,

@@ -84,18 +84,36 @@ def clear_cache() -> None:
         _RESULTS.clear()
 
 
-def blob_pair_diff(
+def pair_key(
     then_blob: str | None, now_blob: str | None, *, then_exists: bool, now_exists: bool
-) -> diffing.DiffResult:
-    """The diff of two stored states by their blobs (cached by content, like every diff here):
-    a side that does not exist is ``None`` (added / removed)."""
-    key = (
+) -> tuple[str, str]:
+    """The cache key of a diff of two stored states (content-addressed, as every diff here)."""
+    return (
         (then_blob or "") if then_exists else _ABSENT,
         (now_blob or "") if now_exists else _ABSENT,
     )
+
+
+def is_cached(key: tuple[str, str]) -> bool:
+    return _cached(key) is not None
+
+
+def blob_pair_diff(
+    then_blob: str | None,
+    now_blob: str | None,
+    *,
+    then_exists: bool,
+    now_exists: bool,
+    sources: dict[str, bytes] | None = None,
+) -> diffing.DiffResult:
+    """The diff of two stored states by their blobs (cached by content, like every diff here):
+    a side that does not exist is ``None`` (added / removed). ``sources``: blobs already read
+    (``selectors.blob_sources``), else they are read here."""
+    key = pair_key(then_blob, now_blob, then_exists=then_exists, now_exists=now_exists)
     result = _cached(key)
     if result is None:
-        sources = selectors.blob_sources({b for b in (then_blob, now_blob) if b})
+        if sources is None:
+            sources = selectors.blob_sources({b for b in (then_blob, now_blob) if b})
         then = sources.get(then_blob or "", b"") if then_exists else None
         now = sources.get(now_blob or "", b"") if now_exists else None
         result = diffing.compute_diff(then, now)
