@@ -110,7 +110,7 @@ def _result(
 
 def load_sources(files: list[comparing.FileChange]) -> dict[str, bytes]:
     """The sources of the given files' diffs that are not cached yet, from one blob query."""
-    wanted = set()
+    wanted: set[str] = set()
     for f in files:
         if f.available and not is_cached(_key(f)):
             wanted.update(b for b in (f.left.blob_id, f.right.blob_id) if b)
