@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml
 	# The C++ build of diff-match-patch is the engine where it installs; pure Python otherwise.
 	$(BIN)/python -m pip install -q "fast-diff-match-patch>=2.1" \
 		|| echo "fast-diff-match-patch did not install: using the pure-Python engine"
+	# axe-core (npm) for the browser tests' accessibility checks (tests/browser/conftest.py).
+	npm install --prefix $(VENV)/node --no-save --no-audit --no-fund axe-core@4
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -75,5 +75,14 @@ urlpatterns = [
     path(f"{_APP}production/promote/", views.promote, name="promote"),
     path(f"{_APP}production/rollback/<str:deployment_id>/", views.rollback, name="rollback"),
     path(f"{_APP}preview/<str:ref>/", views.preview, name="preview"),
+    # Compare any two states (SPEC §16).
+    path(f"{_APP}compare/", views.compare_pick, name="compare_pick"),
+    path(f"{_APP}compare/<str:refs>/", views.compare, name="compare"),
+    path(f"{_APP}compare/<str:refs>/viewed/", views.compare_viewed, name="compare_viewed"),
+    path(
+        f"{_APP}compare/<str:refs>/files/<int:artifact_id>/",
+        views.compare_file,
+        name="compare_file",
+    ),
     # Live app routes (versions/live.py) go below this line.
 ]

@@ -1,10 +1,13 @@
 // Versions panel: the few behaviours htmx attributes cannot express.
 // Opens the confirmation <dialog> as a modal, closes it on Cancel / Escape, shows request
-// errors in words, and moves focus to a receipt when one appears.
+// errors in words, shows that every request is working, moves focus (and the view) to a
+// receipt or an error when one appears, tells the views an action changed to refresh, shows
+// times in the viewer's time zone (UTC on hover), and the review keys (j/k, n/p, ?).
 (function () {
   "use strict";
 
   var opener = null;
+  var pending = 0;
 
   function flash(message) {
     var box = document.getElementById("flash");
@@ -13,20 +16,60 @@
     box.hidden = false;
     clearTimeout(flash.timer);
     flash.timer = setTimeout(function () { box.hidden = true; }, 9000);
+    return box;
   }
 
   function closeDialog(dialog) {
-    if (dialog.open) dialog.close();
+    if (dialog && dialog.open) dialog.close();
+  }
+
+  // The result of an action gets the focus and is scrolled into view (on a phone too).
+  function focusResult(el) {
+    if (!el) return;
+    if (!el.hasAttribute("tabindex")) el.setAttribute("tabindex", "-1");
+    el.focus({ preventScroll: true });
+    el.scrollIntoView({ block: "nearest" });
+  }
+
+  // ------------------------------------------------------------------ progress
+  // Every htmx request shows at once that it is working: the progress bar at the top, and
+  // aria-busy on what it will replace (styled as busy), until the answer is in.
+  function setBusy(on) {
+    var bar = document.getElementById("progress");
+    if (bar) bar.hidden = !on;
+    document.body.classList.toggle("is-busy", on);
   }
 
   document.addEventListener("htmx:beforeRequest", function (event) {
     var el = event.detail.elt;
     if (el && el.getAttribute && el.getAttribute("hx-target") === "#dialog-slot") opener = el;
+    var target = event.detail.target;
+    if (target && target.setAttribute && target.id !== "dialog-slot") target.setAttribute("aria-busy", "true");
+    if (el && el.setAttribute) el.setAttribute("aria-busy", "true");
+    pending += 1;
+    setBusy(true);
   });
 
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var el = event.detail.elt;
+    var target = event.detail.target;
+    if (target && target.removeAttribute) target.removeAttribute("aria-busy");
+    if (el && el.removeAttribute) el.removeAttribute("aria-busy");
+    pending = Math.max(0, pending - 1);
+    if (!pending) setBusy(false);
+    // An action that succeeded changed something: every view showing what it changed
+    // refreshes itself (hx-trigger="versions:changed from:body").
+    var verb = (event.detail.requestConfig && event.detail.requestConfig.verb) || "get";
+    if (verb !== "get" && event.detail.successful) {
+      setTimeout(function () { htmx.trigger(document.body, "versions:changed"); }, 0);
+    }
+  });
+
+  // ------------------------------------------------------------------ dialogs and results
   document.addEventListener("htmx:load", function (event) {
     var el = event.detail.elt;
     if (!el || !el.matches) return;
+    localTimes(el);
     var dialog = el.matches("dialog[data-modal]") ? el : el.querySelector("dialog[data-modal]");
     if (dialog && !dialog.open) {
       dialog.addEventListener("close", function () {
@@ -37,7 +80,11 @@
         }
       });
       dialog.showModal();
+      return;
     }
+    var result = el.matches(".receipt[data-focus]") ? el : el.querySelector(".receipt[data-focus]");
+    if (!result) result = el.querySelector(".status.error, .findings");
+    if (result) focusResult(result);
   });
 
   document.addEventListener("click", function (event) {
@@ -45,16 +92,6 @@
     if (button) {
       event.preventDefault();
       closeDialog(button.closest("dialog"));
-    }
-  });
-
-  document.addEventListener("htmx:afterSettle", function (event) {
-    var target = event.detail.target;
-    if (!target || !target.querySelector) return;
-    var receipt = target.querySelector(".receipt[data-focus]");
-    if (receipt) {
-      receipt.focus({ preventScroll: true });
-      receipt.scrollIntoView({ block: "nearest", behavior: "smooth" });
     }
   });
 
@@ -66,10 +103,156 @@
       else if (xhr.status === 404) words = "That item no longer exists (404). Reload the page.";
       else words = "The server answered " + xhr.status + ". Reload the page and try again.";
     }
-    flash(words);
+    var dialog = document.querySelector("dialog[open]");
+    if (dialog) { opener = null; closeDialog(dialog); }
+    focusResult(flash(words));
   });
 
   document.addEventListener("htmx:sendError", function () {
-    flash("The server could not be reached. Check your connection and try again.");
+    var dialog = document.querySelector("dialog[open]");
+    if (dialog) { opener = null; closeDialog(dialog); }
+    focusResult(flash("The server could not be reached. Check your connection and try again."));
+  });
+
+  // ------------------------------------------------------------------ local times
+  // <time datetime> from the `when` tag: its absolute part in the viewer's time zone, with
+  // the UTC time on hover (title), on phones too.
+  var localFormat = null;
+  try {
+    localFormat = new Intl.DateTimeFormat(undefined, {
+      year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", timeZoneName: "short",
+    });
+  } catch (e) { localFormat = null; }
+
+  function localTimes(root) {
+    if (!localFormat || !root.querySelectorAll) return;
+    var times = root.querySelectorAll("time[datetime][data-utc]");
+    for (var i = 0; i < times.length; i++) {
+      var t = times[i];
+      var moment = new Date(t.getAttribute("datetime"));
+      if (isNaN(moment.getTime())) continue;
+      var local = t.nextElementSibling;
+      if (local && !local.matches(".abs[data-local]")) local = null;
+      var utc = t.getAttribute("data-utc");
+      t.title = localFormat.format(moment) + " · " + utc;
+      if (local && !local.hasAttribute("data-done")) {
+        local.textContent = localFormat.format(moment);
+        local.title = utc;
+        local.setAttribute("data-done", "");
+      }
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+
+  // ------------------------------------------------------------------ Viewed marks (compare)
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!box.matches || !box.matches("input[data-viewed]")) return;
+    var id = box.getAttribute("data-viewed");
+    var section = document.getElementById("file-" + id);
+    var item = document.getElementById("nav-" + id);
+    if (section) section.classList.toggle("is-viewed", box.checked);
+    if (item) item.classList.toggle("viewed", box.checked);
+    var count = document.getElementById("viewed-count");
+    if (count) count.textContent = String(document.querySelectorAll("input[data-viewed]:checked").length);
+  });
+
+  // ------------------------------------------------------------------ review keys
+  // j / k: next / previous file; n / p: next / previous change; ?: the list of keys.
+  var KEYS = [
+    ["j", "Next file"], ["k", "Previous file"],
+    ["n", "Next change"], ["p", "Previous change"],
+    ["?", "Show these keys"], ["Esc", "Close"],
+  ];
+
+  function showKeys() {
+    var old = document.getElementById("keys-dialog");
+    if (old) { old.showModal(); return; }
+    var dialog = document.createElement("dialog");
+    dialog.id = "keys-dialog";
+    dialog.className = "keys";
+    dialog.setAttribute("aria-labelledby", "keys-title");
+    var title = document.createElement("h2");
+    title.id = "keys-title";
+    title.textContent = "Keyboard keys";
+    var list = document.createElement("dl");
+    KEYS.forEach(function (pair) {
+      var dt = document.createElement("dt");
+      var kbd = document.createElement("kbd");
+      kbd.textContent = pair[0];
+      dt.appendChild(kbd);
+      var dd = document.createElement("dd");
+      dd.textContent = pair[1];
+      list.appendChild(dt);
+      list.appendChild(dd);
+    });
+    var close = document.createElement("button");
+    close.type = "button";
+    close.textContent = "Close";
+    close.setAttribute("data-close-dialog", "");
+    dialog.appendChild(title);
+    dialog.appendChild(list);
+    dialog.appendChild(close);
+    document.body.appendChild(dialog);
+    dialog.showModal();
+    close.focus();
+  }
+
+  function visible(el) { return el.offsetParent !== null || el.getClientRects().length > 0; }
+
+  function moveTo(items, step, cls) {
+    if (!items.length) return;
+    var current = document.querySelector("." + cls);
+    var index = current ? items.indexOf(current) : -1;
+    if (index === -1) {
+      // Start from what is on the screen.
+      var top = 0;
+      index = step > 0 ? -1 : items.length;
+      for (var i = 0; i < items.length; i++) {
+        if (items[i].getBoundingClientRect().top > top + 4) { index = step > 0 ? i - 1 : i; break; }
+      }
+    }
+    var next = Math.min(items.length - 1, Math.max(0, index + step));
+    if (current) current.classList.remove(cls);
+    var target = items[next];
+    target.classList.add(cls);
+    target.scrollIntoView({ block: "start" });
+    if (target.matches("section")) {
+      if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+      target.focus({ preventScroll: true });
+    }
+  }
+
+  function files() {
+    return Array.prototype.filter.call(document.querySelectorAll("section.diff"), visible);
+  }
+
+  function changes() {
+    // The first row of every run of changed lines.
+    var rows = document.querySelectorAll(".diff-table tr.l-added, .diff-table tr.l-removed, .diff-table tr.l-change");
+    var out = [];
+    for (var i = 0; i < rows.length; i++) {
+      var prev = rows[i].previousElementSibling;
+      var startsRun = !prev || !/\bl-(added|removed|change)\b/.test(prev.className);
+      if (startsRun && visible(rows[i])) out.push(rows[i]);
+    }
+    return out;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    var t = event.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (document.querySelector("dialog[open]")) return;
+    var key = event.key;
+    if (key === "?") { event.preventDefault(); showKeys(); }
+    else if (key === "j" || key === "k") { event.preventDefault(); moveTo(files(), key === "j" ? 1 : -1, "key-current"); }
+    else if (key === "n" || key === "p") { event.preventDefault(); moveTo(changes(), key === "n" ? 1 : -1, "key-change"); }
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-show-keys]")) showKeys();
   });
 })();

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,3 +127,45 @@ def demo_signed_in(make_user, sign_in):
         return ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
 
     return do
+
+
+# axe-core (the npm package, installed by `make install` into .venv/node) checks each panel page
+# and state for accessibility problems; serious and critical ones fail the test.
+AXE_JS = Path(sys.prefix) / "node" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+@pytest.fixture(scope="session")
+def axe_source() -> str:
+    if not AXE_JS.exists():
+        pytest.fail(f"axe-core is needed at {AXE_JS}: run `make install`")
+    return AXE_JS.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def axe(axe_source: str):
+    """``axe(page, what)``: run axe-core on the page as it is now and fail on any serious or
+    critical violation, or any heading-order one (headings in order, SPEC §16)."""
+
+    def check(page, what: str) -> None:
+        if not page.evaluate("typeof window.axe !== 'undefined'"):
+            page.evaluate(axe_source)
+        found = page.evaluate(
+            """async () => {
+                const r = await axe.run(document, {resultTypes: ['violations']});
+                return r.violations.map(v => ({
+                    id: v.id, impact: v.impact, help: v.help,
+                    nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ': ' +
+                        (n.failureSummary || '').replace(/\\s+/g, ' ').slice(0, 160)),
+                    count: v.nodes.length,
+                }));
+            }"""
+        )
+        bad = [
+            v for v in found if v["impact"] in ("serious", "critical") or v["id"] == "heading-order"
+        ]
+        assert not bad, f"axe-core on {what}: " + "; ".join(
+            f"{v['id']} ({v['impact']}, {v['count']} nodes): {v['help']} — {v['nodes']}"
+            for v in bad
+        )
+
+    return check

@@ -76,3 +76,43 @@ def test_screenshots_phone(phone_page, live_server, make_user, sign_in):
     expect(page.locator("dialog#restore-dialog")).to_be_visible()
     _no_horizontal_scroll(page)
     page.screenshot(path=str(DOCS / "screenshot-phone-confirm.png"))
+
+
+def test_screenshots_review(page, live_server, make_user, sign_in):
+    """Find and compare (SPEC §16)."""
+    load_demo()
+    make_user("rvaid", superuser=True)
+    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
+    setup = ChangeSet.objects.filter(app__slug=DEMO_SLUG).exclude(pk=agent.pk).get()
+    DOCS.mkdir(exist_ok=True)
+    sign_in(page, "rvaid")
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
+    page.get_by_role("searchbox", name="Find").fill("stylesheet")
+    expect(page.locator("#set-list-items > li")).to_have_count(1)
+    _no_horizontal_scroll(page)
+    page.screenshot(path=str(DOCS / "screenshot-search.png"))
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/compare/{setup.id}...draft/")
+    page.get_by_role("link", name="Split").click()
+    expect(page.locator("table.diff-table.split")).to_have_count(2)
+    page.locator("section.diff[data-file]").nth(1).get_by_label("Viewed").check()
+    _no_horizontal_scroll(page)
+    page.screenshot(path=str(DOCS / "screenshot-compare.png"))
+
+
+def test_screenshot_phone_receipt(phone_page, live_server, make_user, sign_in):
+    page = phone_page
+    load_demo()
+    make_user("rvaid", superuser=True)
+    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
+    DOCS.mkdir(exist_ok=True)
+    sign_in(page, "rvaid")
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
+    row = page.locator(f"#set-{agent.id}")
+    row.get_by_role("link", name=agent.id, exact=True).click()
+    row.get_by_role("button", name="Restore all").click()
+    page.locator("dialog#restore-dialog").get_by_role("button", name="Confirm restore").click()
+    receipt = row.locator(".receipt")
+    expect(receipt).to_be_focused()
+    expect(receipt).to_be_in_viewport()
+    _no_horizontal_scroll(page)
+    page.screenshot(path=str(DOCS / "screenshot-phone-receipt.png"))

@@ -344,5 +344,8 @@ def test_rows_show_the_log_time_as_the_panel_shows_times(panel: Client, ws: Path
     _bug_phase(ws)
     html = panel.get(reverse("versions:workspace", args=[WS])).content.decode()
     assert '<time datetime="2025-10-18T14:30:00+00:00"' in html
-    assert '<span class="abs">2025-10-18 14:30:00 UTC</span>' in html
+    assert (
+        '<span class="abs" data-local title="2025-10-18 14:30:00 UTC">2025-10-18 14:30:00 UTC</span>'
+        in html
+    )
     assert ">2025-10-18T14:30:00Z<" not in html

@@ -118,12 +118,8 @@ class WriteIn(Schema):
     expected_sha256: str | None = Field(
         None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
     )
-    requested_by: str | None = Field(
-        None, description="Who asked.", json_schema_extra=ID_RULES
-    )
-    tool: str | None = Field(
-        None, description="Which tool writes.", json_schema_extra=ID_RULES
-    )
+    requested_by: str | None = Field(None, description="Who asked.", json_schema_extra=ID_RULES)
+    tool: str | None = Field(None, description="Which tool writes.", json_schema_extra=ID_RULES)
     run_id: str | None = Field(None, json_schema_extra=ID_RULES)
     turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
     message: str | None = Field(

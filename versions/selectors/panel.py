@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db import connections
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Sum
 
 from versions import rawsql
 from versions.errors import NotFound
@@ -130,6 +130,7 @@ def change_set_page(app: App, page: int | str | None) -> Page:
     page_obj = paginator.get_page(page)
     sets = list(page_obj.object_list)
     attach_tools(sets)
+    attach_artifacts(sets)
     page_obj.object_list = sets
     return page_obj
 
@@ -141,6 +142,7 @@ def change_set_row(app: App, set_id: str) -> ChangeSet:
         raise NotFound(SET_NOT_IN_APP.format(id=set_id, slug=app.slug))
     cs.app = app
     attach_tools([cs])
+    attach_artifacts([cs])
     return cs
 
 
@@ -566,3 +568,159 @@ def artifact_shas(app: App, keys: list[str]) -> dict[str, str]:
             "collection", "name", "sha256"
         )
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Finding sets (SPEC §16): one search box and the Change sets filters
+# --------------------------------------------------------------------------------------------
+
+# A collapsed row names its first few artifacts, then "+N more".
+ROW_ARTIFACTS = 3
+KIND_FILTERS = ("", "change", "restore")
+# A set's message (what the agent said it did, SPEC §15) is searched once the model has it.
+_HAS_MESSAGE = any(f.name == "message" for f in ChangeSet._meta.get_fields())
+
+
+@dataclass
+class SetQuery:
+    """The search box and filters of the Change sets tab (all optional).
+
+    ``q`` matches, case-insensitively, a set's id, name, who asked, and the tools and artifact
+    names of its points; ``kind`` keeps one kind (``change`` hides restore sets); ``who`` and
+    ``tool`` are exact; ``artifact`` matches an artifact's name (contains); ``named`` keeps
+    named sets, ``release`` the release set.
+    """
+
+    q: str = ""
+    kind: str = ""
+    who: str = ""
+    tool: str = ""
+    artifact: str = ""
+    named: bool = False
+    release: bool = False
+
+    @classmethod
+    def from_query(cls, query: Any) -> SetQuery:
+        kind = (query.get("kind") or "").strip()
+        return cls(
+            q=(query.get("q") or "").strip()[:200],
+            kind=kind if kind in KIND_FILTERS else "",
+            who=(query.get("who") or "").strip()[:150],
+            tool=(query.get("tool") or "").strip()[:200],
+            artifact=(query.get("artifact") or "").strip()[:200],
+            named=query.get("named") in ("1", "on", "true"),
+            release=query.get("release") in ("1", "on", "true"),
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.q
+            or self.kind
+            or self.who
+            or self.tool
+            or self.artifact
+            or self.named
+            or self.release
+        )
+
+    def as_query(self) -> str:
+        from urllib.parse import urlencode
+
+        pairs: dict[str, str] = {}
+        for key in ("q", "kind", "who", "tool", "artifact"):
+            if getattr(self, key):
+                pairs[key] = getattr(self, key)
+        if self.named:
+            pairs["named"] = "1"
+        if self.release:
+            pairs["release"] = "1"
+        return urlencode(pairs)
+
+    def apply(self, app: App, qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
+        """The filters as conditions on the app's sets: columns of the set itself, or EXISTS
+        over its points (the points' change_set index) — never the sources."""
+        points = RestorePoint.objects.filter(change_set=OuterRef("pk"))
+        if self.kind:
+            qs = qs.filter(kind=self.kind)
+        if self.who:
+            qs = qs.filter(created_by=self.who)
+        if self.named:
+            qs = qs.exclude(name="")
+        if self.release:
+            qs = qs.filter(pk=app.release_set_id or "")
+        if self.tool:
+            qs = qs.filter(Exists(points.filter(tool=self.tool)))
+        if self.artifact:
+            qs = qs.filter(Exists(points.filter(artifact__name__icontains=self.artifact)))
+        if self.q:
+            q = self.q
+            words = Q(id__icontains=q) | Q(name__icontains=q) | Q(created_by__icontains=q)
+            if _HAS_MESSAGE:
+                words |= Q(message__icontains=q)
+            qs = qs.filter(
+                words | Exists(points.filter(Q(tool__icontains=q) | Q(artifact__name__icontains=q)))
+            )
+        return qs
+
+
+@dataclass
+class SetSearchPage:
+    """One page of found sets, newest first, without counting every match (a count would read
+    all of them): ``has_next`` comes from fetching one row more than a page."""
+
+    object_list: list[ChangeSet]
+    number: int
+    has_next: bool
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+
+def search_change_sets(app: App, query: SetQuery, page: int | str | None = 1) -> SetSearchPage:
+    """The app's sets that match ``query``, newest first, a page at a time, with the totals,
+    tools and first artifacts a row shows.
+
+    The sets are read in the app's (app, created_on) index order, newest first, and the scan
+    stops once a page is full; every condition is a column of the set or an EXISTS over its
+    points, so the cost is bounded by the app and does not read any source.
+    """
+    try:
+        number = max(1, int(page or 1))
+    except (TypeError, ValueError):
+        number = 1
+    base = query.apply(app, ChangeSet.objects.filter(app=app)).order_by("-created_on", "-id")
+    start = (number - 1) * SETS_PER_PAGE
+    ids = list(base.values_list("pk", flat=True)[start : start + SETS_PER_PAGE + 1])
+    has_next = len(ids) > SETS_PER_PAGE
+    ids = ids[:SETS_PER_PAGE]
+    sets = list(with_totals(ChangeSet.objects.filter(pk__in=ids)).order_by("-created_on", "-id"))
+    attach_tools(sets)
+    attach_artifacts(sets)
+    return SetSearchPage(sets, number, has_next)
+
+
+def attach_artifacts(sets: list[ChangeSet], first: int = ROW_ARTIFACTS) -> None:
+    """Give each set ``first_artifacts`` (the names of its first few artifacts, in the order
+    they were written) and ``more_artifacts`` (how many others), from one query."""
+    names: dict[str, list[str]] = defaultdict(list)
+    if sets:
+        rows = (
+            RestorePoint.objects.filter(change_set_id__in=[s.id for s in sets])
+            .order_by("change_set_id", "created_on", "id")
+            .values_list("change_set_id", "artifact__name")
+        )
+        for set_id, name in rows:
+            if name not in names[set_id]:
+                names[set_id].append(name)
+    for s in sets:
+        every = names[s.id]
+        s.first_artifacts = every[:first]  # type: ignore[attr-defined]
+        s.more_artifacts = max(0, len(every) - first)  # type: ignore[attr-defined]

@@ -37,7 +37,8 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
 
 @register.simple_tag
 def when(moment: datetime | str | None) -> SafeString:
-    """A <time> with the relative time, and the absolute UTC time beside it.
+    """A <time> with the relative time, and the absolute time beside it: UTC as sent, shown in
+    the viewer's time zone by panel.js (with the UTC time on hover).
 
     Accepts the ISO strings of stored receipts too.
     """
@@ -47,10 +48,13 @@ def when(moment: datetime | str | None) -> SafeString:
         return mark_safe("")  # noqa: S308 - a constant
     absolute = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return format_html(
-        '<time datetime="{}" title="{}">{}</time> <span class="abs">{}</span>',
+        '<time datetime="{}" data-utc="{}" title="{}">{}</time> '
+        '<span class="abs" data-local title="{}">{}</span>',
         moment.isoformat(),
         absolute,
+        absolute,
         relative(moment),
+        absolute,
         absolute,
     )
 
@@ -115,3 +119,58 @@ def hunk_header(hunk: Hunk) -> str:
 def stored_source_cap() -> str:
     """The largest previous source a capture point keeps (``VERSIONS_MAX_STORED_BYTES``)."""
     return kb(conf.max_stored_bytes())
+
+
+def split_pairs(lines: list[DiffLine]) -> list[tuple[DiffLine | None, DiffLine | None]]:
+    """Side-by-side rows of a hunk: unchanged lines on both sides; a run of removed lines
+    beside the run of added lines that follows it."""
+    rows: list[tuple[DiffLine | None, DiffLine | None]] = []
+    removed: list[DiffLine] = []
+    added: list[DiffLine] = []
+
+    def flush() -> None:
+        for i in range(max(len(removed), len(added))):
+            rows.append(
+                (removed[i] if i < len(removed) else None, added[i] if i < len(added) else None)
+            )
+        removed.clear()
+        added.clear()
+
+    for line in lines:
+        if line.kind == "removed":
+            if added:
+                flush()
+            removed.append(line)
+        elif line.kind == "added":
+            added.append(line)
+        else:
+            flush()
+            rows.append((line, line))
+    flush()
+    return rows
+
+
+def _side(line: DiffLine | None, old: bool) -> str:
+    if line is None:
+        return '<td class="ln"></td><td class="code empty"></td>'
+    number = line.old_no if old else line.new_no
+    kind = "context" if line.kind == "context" else line.kind
+    eol = (
+        '<span class="eol" title="No newline at end of file">⏎̸</span>' if line.eol == "none" else ""
+    )
+    return (
+        f'<td class="ln s-{kind}">{"" if number is None else number}</td>'
+        f'<td class="code s-{kind}"><span class="mk" aria-hidden="true">{line.marker}</span>'
+        f"{line.html}{eol}</td>"
+    )
+
+
+@register.simple_tag
+def split_rows(lines: list[DiffLine]) -> SafeString:
+    """Side-by-side table rows for ``lines`` (old | new); line HTML is escaped by the engine."""
+    out = []
+    for left, right in split_pairs(lines):
+        changed = left is None or right is None or left.kind != "context"
+        cls = "l-change" if changed else "l-context"
+        out.append(f'<tr class="{cls}">{_side(left, True)}{_side(right, False)}</tr>')
+    return mark_safe("".join(out))  # noqa: S308 - fragments escaped in versions.diffing

@@ -1,6 +1,7 @@
 """The Versions panel: server-rendered pages and htmx fragments over the services."""
 
 from versions.views.actions import mark_release, name_change_set, name_point, unmark_release
+from versions.views.compare import compare, compare_file, compare_pick, compare_viewed
 from versions.views.diffs import diff_context, diff_page, diff_section
 from versions.views.members import add_member, change_role, members, remove_member
 from versions.views.pages import change_set, change_sets, home, restore_point, restore_points
@@ -14,6 +15,10 @@ __all__ = [
     "production",
     "promote",
     "rollback",
+    "compare",
+    "compare_file",
+    "compare_pick",
+    "compare_viewed",
     "revert_change_set",
     "add_member",
     "change_role",

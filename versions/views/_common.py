@@ -54,6 +54,18 @@ def forbidden(
     return response
 
 
+def not_found(request: HttpRequest, message: str) -> HttpResponse:
+    """A 404 in words: templates/404.html, even with DEBUG on (Django's debug page would show
+    its URL patterns instead of what was not found); for htmx the message in the
+    ``X-Versions-Error`` header as well."""
+    context = {"exception": message, "request_path": request.path}
+    html = render_to_string("404.html", context, request=request)
+    response = HttpResponse(html, status=404)
+    if message:
+        response["X-Versions-Error"] = message.encode("ascii", "replace").decode()
+    return response
+
+
 def panel_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Login required, then the view permission (403 in words without it)."""
 
@@ -70,7 +82,9 @@ def panel_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
         except Forbidden as exc:
             return forbidden(request, exc.message)
         except NotFound as exc:
-            raise Http404(exc.message)
+            return not_found(request, exc.message)
+        except Http404 as exc:
+            return not_found(request, str(exc))
         response.headers.setdefault("Vary", "HX-Request")
         return response
 

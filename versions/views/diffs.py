@@ -84,6 +84,43 @@ def clear_cache() -> None:
         _RESULTS.clear()
 
 
+def pair_key(
+    then_blob: str | None, now_blob: str | None, *, then_exists: bool, now_exists: bool
+) -> tuple[str, str]:
+    """The cache key of a diff of two stored states (content-addressed, as every diff here)."""
+    return (
+        (then_blob or "") if then_exists else _ABSENT,
+        (now_blob or "") if now_exists else _ABSENT,
+    )
+
+
+def is_cached(key: tuple[str, str]) -> bool:
+    return _cached(key) is not None
+
+
+def blob_pair_diff(
+    then_blob: str | None,
+    now_blob: str | None,
+    *,
+    then_exists: bool,
+    now_exists: bool,
+    sources: dict[str, bytes] | None = None,
+) -> diffing.DiffResult:
+    """The diff of two stored states by their blobs (cached by content, like every diff here):
+    a side that does not exist is ``None`` (added / removed). ``sources``: blobs already read
+    (``selectors.blob_sources``), else they are read here."""
+    key = pair_key(then_blob, now_blob, then_exists=then_exists, now_exists=now_exists)
+    result = _cached(key)
+    if result is None:
+        if sources is None:
+            sources = selectors.blob_sources({b for b in (then_blob, now_blob) if b})
+        then = sources.get(then_blob or "", b"") if then_exists else None
+        now = sources.get(now_blob or "", b"") if now_exists else None
+        result = diffing.compute_diff(then, now)
+        _remember(key, result)
+    return result
+
+
 def prepare(changes: list[ArtifactChange]) -> None:
     """Load, in one query, the sources of the inline changes whose diff is not cached."""
     selectors.load_sources(

@@ -42,10 +42,17 @@ def _panel_context(request: HttpRequest, app: App, tab: str) -> dict[str, Any]:
 @require_GET
 @panel_view
 def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
-    """The Change sets tab: newest first, paginated."""
+    """The Change sets tab: newest first, paginated; or the sets the search box and filters
+    find (SPEC §16)."""
     app = app_of(request, slug)
     ctx = _panel_context(request, app, "sets")
-    ctx["page"] = selectors.change_set_page(app, request.GET.get("page"))
+    query = selectors.SetQuery.from_query(request.GET)
+    ctx["query_form"] = query
+    if query.active:
+        ctx["page"] = selectors.search_change_sets(app, query, request.GET.get("page"))
+        ctx["query"] = query.as_query()
+    else:
+        ctx["page"] = selectors.change_set_page(app, request.GET.get("page"))
     if is_fragment(request):
         return render(request, "versions/partials/_set_list.html", ctx)
     return render(request, "versions/panel.html", ctx)

@@ -1,0 +1,263 @@
+"""The panel's reviewing pieces through Django's test client (SPEC §16): 404s in words even with
+DEBUG on, local times, search and filters, compare."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from versions import services
+from versions.models import App
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_in(app: App) -> Client:
+    user = User.objects.create_superuser("rvaid", "rvaid@example.com", "pw-123456")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("debug", [True, False])
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        ("/apps/quotes/versions/change-sets/cs_nope/", "There is no change set “cs_nope”"),
+        ("/apps/quotes/versions/points/rp_nope/", "There is no restore point “rp_nope”"),
+        ("/apps/nope/versions/", "There is no app “nope”"),
+        ("/apps/quotes/versions/restore-sets/cs_nope/", "There is no restore set “cs_nope”"),
+    ],
+)
+def test_panel_404s_are_in_words_even_with_debug_on(client_in, settings, debug, path, words):
+    settings.DEBUG = debug
+    response = client_in.get(path)
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert words in html
+    assert "Back to the apps" in html
+    assert "URLconf" not in html and "technical" not in html.lower()
+
+
+def test_an_htmx_404_says_what_was_not_found_in_its_header(client_in, settings):
+    settings.DEBUG = True
+    response = client_in.get("/apps/quotes/versions/change-sets/cs_nope/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 404
+    assert "cs_nope" in response["X-Versions-Error"]
+
+
+def test_times_carry_utc_for_the_viewers_local_time(client_in, app):
+    services.write_artifact(
+        app, "pltf_page", "index", "<h1>Hi</h1>\n", requested_by="a", tool="t", run_id="r"
+    )
+    html = client_in.get("/apps/quotes/versions/").content.decode()
+    assert 'data-utc="' in html and 'class="abs" data-local' in html
+
+
+# --------------------------------------------------------------------------------------------
+# Find: the search box and the Change sets filters
+# --------------------------------------------------------------------------------------------
+
+
+def _turn(app: App, run: str, who: str, writes: list[tuple[str, str, str]]) -> str:
+    """One agent turn: ``writes`` of (collection, name, tool); returns its set id."""
+    for collection, name, tool in writes:
+        services.write_artifact(
+            app, collection, name, f"/* {run} {name} */\n", requested_by=who, tool=tool, run_id=run
+        )
+    from versions.models import ChangeSet
+
+    return ChangeSet.objects.get(app=app, run_id=run).id
+
+
+@pytest.fixture
+def turns(app: App) -> dict[str, str]:
+    ids = {
+        "pricing": _turn(app, "t1", "ana", [("pltf_page", "pricing", "agent:write_page")]),
+        "styles": _turn(
+            app,
+            "t2",
+            "bob",
+            [
+                ("pltf_stylesheet", "App", "agent:write_stylesheet"),
+                ("pltf_stylesheet", "Theme", "agent:write_stylesheet"),
+                ("pltf_frontend_module", "quotes", "agent:write_module"),
+                ("pltf_page", "index", "agent:write_page"),
+                ("pltf_page", "about", "agent:write_page"),
+            ],
+        ),
+        "checkout": _turn(app, "t3", "ana", [("pltf_page", "checkout", "other:edit")]),
+    }
+    services.name_change_set(ids["checkout"], "Checkout copy, approved", by="ana")
+    restored = services.restore_change_set(ids["pricing"], by="ana")
+    ids["restore"] = restored.set_id
+    return ids
+
+
+def _found(app: App, **query: str) -> list[str]:
+    from versions import selectors
+
+    page = selectors.search_change_sets(app, selectors.SetQuery.from_query(query))
+    return [cs.id for cs in page.object_list]
+
+
+def test_one_search_box_finds_ids_names_artifacts_who_and_tools(app, turns):
+    assert _found(app, q=turns["styles"][-6:]) == [turns["styles"]]  # part of an id
+    assert _found(app, q="checkout COPY") == [turns["checkout"]]  # a name, any case
+    assert _found(app, q="theme") == [turns["styles"]]  # an artifact's name
+    assert _found(app, q="bob") == [turns["styles"]]  # who asked
+    assert _found(app, q="other:") == [turns["checkout"]]  # a tool
+    assert _found(app, q="nothing-like-this") == []
+
+
+def test_filters_kind_who_tool_artifact_named_and_release(app, turns):
+    everything = _found(app)
+    assert turns["restore"] in everything
+    assert turns["restore"] not in _found(app, kind="change")  # restore sets hidden
+    assert _found(app, kind="restore") == [turns["restore"]]
+    assert set(_found(app, who="ana", kind="change")) == {turns["pricing"], turns["checkout"]}
+    assert _found(app, tool="agent:write_module") == [turns["styles"]]
+    assert _found(app, artifact="pric", kind="change") == [turns["pricing"]]
+    assert _found(app, named="1") == [turns["checkout"]]
+    assert _found(app, release="1") == []
+    services.mark_release(turns["styles"], by="ana")
+    app.refresh_from_db()
+    assert _found(app, release="1") == [turns["styles"]]
+
+
+def test_a_collapsed_row_names_its_first_artifacts_then_how_many_more(client_in, app, turns):
+    html = client_in.get("/apps/quotes/versions/").content.decode()
+    assert '<span class="art">App</span>, <span class="art">Theme</span>, ' in html
+    assert '<span class="more-arts">+2 more</span>' in html
+    found = client_in.get("/apps/quotes/versions/?q=theme").content.decode()
+    assert turns["styles"] in found and turns["checkout"] not in found
+    assert 'id="search-summary"' in found
+
+
+def test_search_reads_no_source(app, turns):
+    """Search conditions are set columns and EXISTS over points: no blob is read."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        _found(app, q="theme", kind="change", tool="agent:write_stylesheet", artifact="App")
+    sql = " ".join(q["sql"] for q in ctx.captured_queries)
+    assert "versions_blob" not in sql
+    assert len(ctx.captured_queries) <= 4
+
+
+# --------------------------------------------------------------------------------------------
+# Compare any two states
+# --------------------------------------------------------------------------------------------
+
+
+def _write(app: App, name: str, source: str, run: str) -> None:
+    services.write_artifact(
+        app, "pltf_page", name, source, requested_by="ana", tool="t", run_id=run
+    )
+
+
+@pytest.fixture
+def history(app: App) -> dict[str, str]:
+    """Three turns: v1 of a and b; a → v2 and c created; b deleted."""
+    from versions.models import ChangeSet, RestorePoint
+
+    _write(app, "a", "a1\n", "r1")
+    _write(app, "b", "b1\n", "r1")
+    _write(app, "a", "a2\n", "r2")
+    _write(app, "c", "c1\n", "r2")
+    services.delete_artifact(app, "pltf_page", "b", requested_by="ana", tool="t", run_id="r3")
+    sets = {cs.run_id: cs.id for cs in ChangeSet.objects.filter(app=app)}
+    a2 = RestorePoint.objects.get(change_set_id=sets["r2"], artifact__name="a")
+    return {**sets, "a2_point": a2.id}
+
+
+def _files(app: App, left: str, right: str) -> dict[str, str]:
+    from versions.selectors import compare as comparing
+
+    return {f.artifact.name: f.change for f in comparing.compare(app, left, right).files}
+
+
+def test_the_state_each_ref_names(app, history):
+    assert _files(app, history["r1"], "draft") == {"a": "changed", "b": "removed", "c": "added"}
+    assert _files(app, history["r1"], history["r2"]) == {"a": "changed", "c": "added"}
+    assert _files(app, history["r2"], history["r3"]) == {"b": "removed"}
+    # Just before the point that wrote a2: a was a1 and c did not exist yet.
+    assert _files(app, history["a2_point"], history["r1"]) == {}
+    assert _files(app, history["a2_point"], history["r2"]) == {"a": "changed", "c": "added"}
+    assert _files(app, "draft", "draft") == {}
+
+
+@pytest.mark.parametrize(
+    "refs, words",
+    [
+        ("production...draft", "“production” names a deployment"),
+        ("dp_abc...draft", "“dp_abc” names a deployment"),
+        ("draft...cs_nope", "There is no state “cs_nope” in app “quotes”"),
+        ("draft", "two refs joined by three dots"),
+    ],
+)
+def test_unknown_refs_are_a_404_in_words(client_in, settings, refs, words):
+    settings.DEBUG = True
+    response = client_in.get(f"/apps/quotes/versions/compare/{refs}/")
+    assert response.status_code == 404
+    assert words in response.content.decode()
+
+
+def test_compare_page_lists_files_with_jump_links_and_diffs(client_in, history):
+    html = client_in.get(f"/apps/quotes/versions/compare/{history['r1']}...draft/").content
+    text = html.decode()
+    assert "3 files differ" in text
+    for name in ("a", "b", "c"):
+        assert f'<span class="aname">{name}</span>' in text
+    assert text.count('href="#file-') == 3 and text.count("data-file aria-label=") == 3
+    assert "a2" in text and "a1" in text
+
+
+def test_split_or_unified_is_remembered(client_in, history):
+    url = f"/apps/quotes/versions/compare/{history['r1']}...draft/"
+    assert 'class="diff-table split"' not in client_in.get(url).content.decode()
+    assert 'class="diff-table split"' in client_in.get(url + "?layout=split").content.decode()
+    assert 'class="diff-table split"' in client_in.get(url).content.decode()  # remembered
+    client_in.get(url + "?layout=unified")
+    assert 'class="diff-table split"' not in client_in.get(url).content.decode()
+
+
+def test_viewed_marks_are_remembered_until_the_file_changes(client_in, app, history):
+    from versions.models import Artifact
+
+    a = Artifact.objects.get(app=app, name="a")
+    url = f"/apps/quotes/versions/compare/{history['r1']}...draft/"
+    assert client_in.post(url + "viewed/", {"artifact": a.pk, "viewed": "1"}).status_code == 204
+    text = client_in.get(url).content.decode()
+    assert f'data-viewed="{a.pk}" checked' in text and "1</span> of 3 viewed" in text
+    _write(app, "a", "a3\n", "r4")  # a changed again: unread
+    assert f'data-viewed="{a.pk}" checked' not in client_in.get(url).content.decode()
+    _write(app, "a", "a2\n", "r5")  # back to what was viewed
+    assert f'data-viewed="{a.pk}" checked' in client_in.get(url).content.decode()
+    client_in.post(url + "viewed/", {"artifact": a.pk})
+    assert f'data-viewed="{a.pk}" checked' not in client_in.get(url).content.decode()
+
+
+def test_every_set_and_point_links_to_compare(client_in, history):
+    set_html = client_in.get(f"/apps/quotes/versions/change-sets/{history['r2']}/").content
+    assert f"/compare/{history['r2']}...draft/".encode() in set_html
+    point_html = client_in.get(f"/apps/quotes/versions/points/{history['a2_point']}/").content
+    assert f"/compare/{history['a2_point']}...draft/".encode() in point_html
+
+
+def test_split_rows_pair_removed_with_added_lines():
+    from versions.diffing import compute_diff
+    from versions.templatetags.versions_panel import split_pairs
+
+    result = compute_diff("x\nold one\nold two\ny\n", "x\nnew one\ny\n")
+    pairs = split_pairs(result.page(1).hunks[0].lines)
+    kinds = [(a.kind if a else None, b.kind if b else None) for a, b in pairs]
+    assert kinds == [
+        ("context", "context"),
+        ("removed", "added"),
+        ("removed", None),
+        ("context", "context"),
+    ]

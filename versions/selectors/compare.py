@@ -1,0 +1,175 @@
+"""Compare any two states of an app (SPEC §16): the state each ref names, and what differs.
+
+A ref is ``draft`` (every artifact's current state), a change set id (the app's state right
+after that set was complete) or a restore point id (the state just before that point's write:
+its "then"), ``production`` (what production serves) or a deployment id (``dp_…``: what that
+deployment holds).
+
+Both states come from :func:`versions.selectors.states.states_at` — the one rule for "the state
+at a moment" — so a compare agrees with Since release and with restores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Max
+
+from versions.errors import NotFound
+from versions.models import App, Artifact, ChangeSet, Deployment, DeploymentEntry, RestorePoint
+from versions.selectors.states import CURRENT, ArtifactState, states_at
+
+DRAFT = "draft"
+SEPARATOR = "..."
+
+REF_NOT_FOUND = (
+    "There is no state “{ref}” in app “{slug}”. A ref is draft, a change set id (cs_…) or a "
+    "restore point id (rp_…)."
+)
+NO_ENVIRONMENTS = (
+    "“{ref}” names production, and app “{slug}” has no production deployment to compare "
+    "with yet. Compare draft, a change set (cs_…) or a restore point (rp_…), or promote first."
+)
+BAD_RANGE = "A comparison is two refs joined by three dots, e.g. cs_…...draft; got “{refs}”."
+
+# What changed from the left state to the right one.
+ADDED = "added"
+REMOVED = "removed"
+CHANGED = "changed"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A resolved ref: what it names, in words, and the moment of its state (None: now)."""
+
+    ref: str
+    kind: str  # draft | set | point
+    label: str
+    moment: datetime | None
+    change_set: ChangeSet | None = None
+    point: RestorePoint | None = None
+    deployment_id: str | None = None
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One artifact whose state differs between the two refs."""
+
+    artifact: Artifact
+    left: ArtifactState
+    right: ArtifactState
+
+    @property
+    def key(self) -> str:
+        return f"{self.artifact.collection}/{self.artifact.name}"
+
+    @property
+    def change(self) -> str:
+        if self.left.sha256 is None or self.right.sha256 is None:
+            return UNKNOWN
+        if self.left.sha256 == "":
+            return ADDED
+        if self.right.sha256 == "":
+            return REMOVED
+        return CHANGED
+
+    @property
+    def available(self) -> bool:
+        return self.left.available and self.right.available
+
+    @property
+    def reason(self) -> str | None:
+        return self.left.reason or self.right.reason
+
+
+@dataclass(frozen=True)
+class Comparison:
+    app: App
+    left: Ref
+    right: Ref
+    files: list[FileChange]
+
+    @property
+    def spec(self) -> str:
+        return f"{self.left.ref}{SEPARATOR}{self.right.ref}"
+
+
+def split_refs(refs: str) -> tuple[str, str]:
+    """``a...b`` → (a, b), or ``NotFound`` in words."""
+    left, sep, right = refs.partition(SEPARATOR)
+    if not sep or not left or not right or SEPARATOR in right:
+        raise NotFound(BAD_RANGE.format(refs=refs))
+    return left, right
+
+
+def resolve_ref(app: App, ref: str) -> Ref:
+    """What ``ref`` names in ``app``, or ``NotFound`` in words."""
+    if ref == DRAFT:
+        return Ref(ref, "draft", "the draft (now)", None)
+    if ref == "production":
+        current = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
+        if current is None:
+            raise NotFound(NO_ENVIRONMENTS.format(ref=ref, slug=app.slug))
+        return Ref(ref, "deployment", f"production ({current})", None, deployment_id=current)
+    if ref.startswith("dp_"):
+        if Deployment.objects.filter(app=app, id=ref).exists():
+            return Ref(ref, "deployment", f"deployment {ref}", None, deployment_id=ref)
+        raise NotFound(REF_NOT_FOUND.format(ref=ref, slug=app.slug))
+    if ref.startswith("cs_"):
+        cs = ChangeSet.objects.filter(app=app, id=ref).first()
+        if cs is not None:
+            last = RestorePoint.objects.filter(change_set=cs).aggregate(m=Max("created_on"))["m"]
+            moment = max(last, cs.created_on) if last is not None else cs.created_on
+            return Ref(ref, "set", f"right after {ref}", moment, change_set=cs)
+    if ref.startswith("rp_"):
+        point = RestorePoint.objects.select_related("artifact").filter(app=app, id=ref).first()
+        if point is not None:
+            # Just before its write: every point of that moment (a restore's counter-points
+            # share one) counts as after it.
+            moment = point.created_on - timedelta(microseconds=1)
+            return Ref(ref, "point", f"just before {ref}", moment, point=point)
+    raise NotFound(REF_NOT_FOUND.format(ref=ref, slug=app.slug))
+
+
+def _states(app: App, ref: Ref) -> dict[int, ArtifactState]:
+    if ref.deployment_id is not None:
+        # A deployment holds a blob per artifact that exists in it; the others are absent.
+        return {
+            e.artifact.pk: ArtifactState(e.artifact, CURRENT, e.blob_id, e.blob_id)
+            for e in DeploymentEntry.objects.filter(deployment_id=ref.deployment_id)
+            .select_related("artifact")
+            .order_by("artifact__collection", "artifact__name")
+        }
+    if ref.moment is None:
+        return {
+            a.pk: ArtifactState(a, CURRENT, a.sha256, None if a.deleted else a.blob_id)
+            for a in Artifact.objects.filter(app=app).order_by("collection", "name", "pk")
+        }
+    return {s.artifact.pk: s for s in states_at(app, ref.moment)}
+
+
+def _absent(artifact: Artifact) -> ArtifactState:
+    return ArtifactState(artifact, CURRENT, "", None)
+
+
+def compare(app: App, left_ref: str, right_ref: str) -> Comparison:
+    """The artifacts whose state differs between two refs, by collection and name (four
+    queries whatever the number of artifacts; no source is read)."""
+    left, right = resolve_ref(app, left_ref), resolve_ref(app, right_ref)
+    lefts, rights = _states(app, left), _states(app, right)
+    files = []
+    for pk in sorted(
+        set(lefts) | set(rights),
+        key=lambda k: (
+            (lefts.get(k) or rights[k]).artifact.collection,
+            (lefts.get(k) or rights[k]).artifact.name,
+        ),
+    ):
+        a = lefts.get(pk) or rights[pk]
+        ls, rs = lefts.get(pk) or _absent(a.artifact), rights.get(pk) or _absent(a.artifact)
+        if ls.sha256 is not None and ls.sha256 == rs.sha256:
+            continue
+        files.append(FileChange(ls.artifact, ls, rs))
+    return Comparison(app, left, right, files)

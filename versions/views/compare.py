@@ -1,0 +1,234 @@
+"""Compare any two states of an app (SPEC §16): unified or split, a file list with jump links,
+and a "Viewed" mark per file.
+
+The layout (unified / split) and the Viewed marks are remembered in the person's session (per
+signed-in user, for as long as the session lasts): they are reading preferences, not app data,
+so they are not written through the services.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from versions import diffing
+from versions.errors import NotFound
+from versions.selectors import blob_sources
+from versions.selectors import compare as comparing
+from versions.views._common import app_of, int_param, is_fragment, panel_view, perms
+from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff, is_cached, pair_key
+
+SESSION_KEY = "versions_review"
+UNIFIED = "unified"
+SPLIT = "split"
+LAYOUTS = (UNIFIED, SPLIT)
+# Files whose diff is rendered with the page; the others load when scrolled into view.
+INLINE_FILES = 12
+# Viewed marks kept per session (the oldest are forgotten first).
+VIEWED_KEPT = 2000
+
+ADDED = "Added: it did not exist in the left state."
+REMOVED = "Removed: it does not exist in the right state."
+
+
+def _prefs(request: HttpRequest) -> dict[str, Any]:
+    prefs = request.session.get(SESSION_KEY)
+    return prefs if isinstance(prefs, dict) else {}
+
+
+def _save_prefs(request: HttpRequest, prefs: dict[str, Any]) -> None:
+    request.session[SESSION_KEY] = prefs
+
+
+def layout_of(request: HttpRequest) -> str:
+    """``?layout=`` (then remembered), else the remembered one, else unified."""
+    asked = request.GET.get("layout")
+    prefs = _prefs(request)
+    if asked in LAYOUTS:
+        if prefs.get("layout") != asked:
+            prefs["layout"] = asked
+            _save_prefs(request, prefs)
+        return asked
+    layout = prefs.get("layout")
+    return layout if layout in LAYOUTS else UNIFIED
+
+
+def viewed_key(app_id: int, file: comparing.FileChange) -> str:
+    """A Viewed mark holds for this file's two states: when either changes, it is unread."""
+    return f"{app_id}:{file.artifact.pk}:{file.left.sha256}:{file.right.sha256}"
+
+
+@dataclass
+class FileView:
+    """One file of a comparison, as the page shows it."""
+
+    file: comparing.FileChange
+    status: str  # changed | added | removed | unknown | lazy
+    message: str
+    viewed: bool
+    viewed_key: str
+    result: diffing.DiffResult | None = None
+    page: diffing.DiffPage | None = None
+
+    @property
+    def artifact(self) -> Any:
+        return self.file.artifact
+
+    @property
+    def lines_added(self) -> int:
+        return self.result.lines_added if self.result else 0
+
+    @property
+    def lines_removed(self) -> int:
+        return self.result.lines_removed if self.result else 0
+
+
+def _key(file: comparing.FileChange) -> tuple[str, str]:
+    left, right = file.left, file.right
+    return pair_key(
+        left.blob_id, right.blob_id, then_exists=left.sha256 != "", now_exists=right.sha256 != ""
+    )
+
+
+def _result(
+    file: comparing.FileChange, sources: dict[str, bytes] | None = None
+) -> diffing.DiffResult:
+    left, right = file.left, file.right
+    return blob_pair_diff(
+        left.blob_id,
+        right.blob_id,
+        then_exists=left.sha256 != "",
+        now_exists=right.sha256 != "",
+        sources=sources,
+    )
+
+
+def load_sources(files: list[comparing.FileChange]) -> dict[str, bytes]:
+    """The sources of the given files' diffs that are not cached yet, from one blob query."""
+    wanted: set[str] = set()
+    for f in files:
+        if f.available and not is_cached(_key(f)):
+            wanted.update(b for b in (f.left.blob_id, f.right.blob_id) if b)
+    return blob_sources(wanted)
+
+
+def file_view(
+    app_id: int,
+    file: comparing.FileChange,
+    viewed: set[str],
+    *,
+    inline: bool = True,
+    page: int = 1,
+    sources: dict[str, bytes] | None = None,
+) -> FileView:
+    key = viewed_key(app_id, file)
+    seen = key in viewed
+    if not file.available:
+        return FileView(file, "unknown", file.reason or "", seen, key)
+    if not inline:
+        return FileView(file, "lazy", "", seen, key)
+    result = _result(file, sources)
+    status = file.change
+    message = ADDED if status == comparing.ADDED else REMOVED if status == "removed" else ""
+    page_obj = None
+    if result.hunk_count:
+        number = min(max(1, page), result.num_pages(HUNKS_PER_PAGE))
+        page_obj = result.page(number, HUNKS_PER_PAGE)
+    return FileView(file, status, message, seen, key, result, page_obj)
+
+
+def _comparison(request: HttpRequest, slug: str, refs: str) -> comparing.Comparison:
+    app = app_of(request, slug)
+    left, right = comparing.split_refs(refs)
+    return comparing.compare(app, left, right)
+
+
+@require_GET
+@panel_view
+def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
+    """The two states' differences, file by file."""
+    cmp = _comparison(request, slug, refs)
+    viewed = set(_prefs(request).get("viewed", []))
+    sources = load_sources(cmp.files[:INLINE_FILES])
+    files = [
+        file_view(cmp.app.pk, f, viewed, inline=i < INLINE_FILES, sources=sources)
+        for i, f in enumerate(cmp.files)
+    ]
+    ctx = {
+        "app": cmp.app,
+        "cmp": cmp,
+        "files": files,
+        "layout": layout_of(request),
+        "tab": "compare",
+        "viewed_count": sum(1 for f in files if f.viewed),
+        **perms(request, cmp.app),
+    }
+    return render(request, "versions/compare.html", ctx)
+
+
+@require_GET
+@panel_view
+def compare_pick(request: HttpRequest, slug: str) -> HttpResponse:
+    """The refs form: ``?left=…&right=…`` → the comparison's own address."""
+    app = app_of(request, slug)
+    left = (request.GET.get("left") or "").strip() or comparing.DRAFT
+    right = (request.GET.get("right") or "").strip() or comparing.DRAFT
+    refs = f"{left}{comparing.SEPARATOR}{right}"
+    return redirect(reverse("versions:compare", args=[app.slug, refs]))
+
+
+def _file(cmp: comparing.Comparison, artifact_id: int) -> comparing.FileChange:
+    for f in cmp.files:
+        if f.artifact.pk == artifact_id:
+            return f
+    raise NotFound(f"Artifact {artifact_id} does not differ between {cmp.spec}.")
+
+
+@require_GET
+@panel_view
+def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -> HttpResponse:
+    """One file of a comparison: its whole section (lazy files), a further page of hunks
+    (``?page=``) or unchanged lines behind an expander (``?old=&new=&count=``)."""
+    cmp = _comparison(request, slug, refs)
+    file = _file(cmp, artifact_id)
+    layout = layout_of(request)
+    viewed = set(_prefs(request).get("viewed", []))
+    ctx: dict[str, Any] = {"app": cmp.app, "cmp": cmp, "layout": layout}
+    if "count" in request.GET:
+        take = min(int_param(request.GET.get("count")), GAP_CHUNK)
+        old, new = int_param(request.GET.get("old")), int_param(request.GET.get("new"))
+        try:
+            rows = _result(file).context_lines(old, new, take)
+        except diffing.StaleContext:
+            rows = []
+        rest_count = int_param(request.GET.get("count")) - take
+        rest = diffing.Gap(old + take, new + take, rest_count) if rest_count > 0 else None
+        ctx.update(rows=rows, rest=rest, fv=file_view(cmp.app.pk, file, viewed, inline=False))
+        return render(request, "versions/partials/_compare_context.html", ctx)
+    page = int_param(request.GET.get("page"), 0)
+    fv = file_view(cmp.app.pk, file, viewed, page=max(page, 1))
+    ctx["fv"] = fv
+    if page and is_fragment(request):
+        return render(request, "versions/partials/_compare_page.html", ctx)
+    return render(request, "versions/partials/_compare_file.html", ctx)
+
+
+@require_POST
+@panel_view
+def compare_viewed(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
+    """Mark a file of the comparison as viewed (``viewed=1``) or not: 204, nothing to swap."""
+    cmp = _comparison(request, slug, refs)
+    file = _file(cmp, int_param(request.POST.get("artifact")))
+    key = viewed_key(cmp.app.pk, file)
+    prefs = _prefs(request)
+    marks = [k for k in prefs.get("viewed", []) if k != key]
+    if request.POST.get("viewed") == "1":
+        marks.append(key)
+    prefs["viewed"] = marks[-VIEWED_KEPT:]
+    _save_prefs(request, prefs)
+    return HttpResponse(status=204)
