@@ -19,7 +19,15 @@ SHA256_DESCRIPTION = (
 )
 ID_MAX = 200
 # Text no database stores (NUL, lone surrogates) or that is a control character: refused.
-TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]*$"
+TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+# A message may hold newlines and tabs, no other control character.
+MESSAGE_PATTERN = "^[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*$"
+MESSAGE_RULES: dict[str, Any] = {"maxLength": 2000, "pattern": MESSAGE_PATTERN}
+# What a restore's ``expected`` maps: "collection/name" → a sha256 ("" for absent).
+EXPECTED_RULES: dict[str, Any] = {
+    "propertyNames": {"pattern": "^pltf_[a-z_]+/[^/]+$"},
+    "additionalProperties": {"type": "string", "pattern": "^([0-9a-fA-F]{64})?$"},
+}
 ID_RULES: dict[str, Any] = {"maxLength": ID_MAX, "pattern": TEXT_PATTERN}
 MESSAGE_MAX = 2000
 
@@ -123,7 +131,7 @@ class WriteIn(Schema):
     run_id: str | None = Field(None, json_schema_extra=ID_RULES)
     turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
     message: str | None = Field(
-        None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+        None, description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES
     )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
@@ -136,7 +144,7 @@ class DescribeIn(Schema):
     """The body of PATCH /change-sets/{id}: the set's message."""
 
     message: str = Field(
-        description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+        description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES
     )
 
 
@@ -155,7 +163,7 @@ class DeleteQuery(Schema):
     run_id: str | None = Field(None, json_schema_extra=ID_RULES)
     turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
     message: str | None = Field(
-        None, description=MESSAGE_DESCRIPTION, json_schema_extra={"maxLength": MESSAGE_MAX}
+        None, description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES
     )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
@@ -268,7 +276,9 @@ class ChangeSetDetail(ChangeSetSummary):
 class RestoreSetIn(Schema):
     dry_run: bool = False
     expected: dict[str, str] | None = Field(
-        None, description='"collection/name" → the sha256 you reviewed as "now".'
+        None,
+        description='"collection/name" → the sha256 you reviewed as "now".',
+        json_schema_extra=EXPECTED_RULES,
     )
 
     @field_validator("expected")
@@ -349,7 +359,7 @@ class PromoteIn(Schema):
 
     ref: str = Field("draft", max_length=64)
     note: str = Field("", max_length=500)
-    expected: dict[str, str] | None = None
+    expected: dict[str, str] | None = Field(None, json_schema_extra=EXPECTED_RULES)
     dry_run: bool = False
 
     @field_validator("ref", "note")
