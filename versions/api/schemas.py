@@ -143,9 +143,7 @@ class WriteIn(Schema):
 class DescribeIn(Schema):
     """The body of PATCH /change-sets/{id}: the set's message."""
 
-    message: str = Field(
-        description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES
-    )
+    message: str = Field(description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES)
 
 
 class DescribedOut(Schema):

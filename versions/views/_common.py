@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -124,6 +125,25 @@ def perms(request: HttpRequest, app: App | None = None) -> dict[str, bool]:
         "can_manage": actor.may(services.MANAGE, app),
         "can_promote": actor.may(services.PROMOTE, app),
     }
+
+
+def render_tab(
+    request: HttpRequest,
+    ctx: dict[str, Any],
+    *,
+    fragment: str,
+    page: str,
+    status: int = 200,
+    close_dialog: bool = False,
+) -> HttpResponse:
+    """A tab's body for htmx (``fragment``; ``close_dialog``: and the dialog slot emptied out
+    of band, after an action confirmed in it), or its whole ``page``."""
+    if not is_fragment(request):
+        return render(request, page, ctx, status=status)
+    html = str(render_to_string(fragment, ctx, request=request))
+    if close_dialog:
+        html += '<div id="dialog-slot" hx-swap-oob="true"></div>'
+    return HttpResponse(html, status=status)
 
 
 def is_fragment(request: HttpRequest) -> bool:

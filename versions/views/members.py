@@ -8,14 +8,13 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from versions import selectors, services
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, AppMembership
-from versions.views._common import actor_of, is_fragment, panel_view, perms
+from versions.views._common import actor_of, is_fragment, panel_view, perms, render_tab
 
 ADDED = "{whom} is now {role} of this app."
 CHANGED = "{whom} is now {role}."
@@ -43,11 +42,14 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
 
 def _body(request: HttpRequest, app: App, *, status: int = 200, **extra: Any) -> HttpResponse:
     ctx = _context(request, app, **extra)
-    if is_fragment(request):
-        html = str(render_to_string("versions/partials/_members_body.html", ctx, request=request))
-        html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close any dialog
-        return HttpResponse(html, status=status)
-    return render(request, "versions/members.html", ctx, status=status)
+    return render_tab(
+        request,
+        ctx,
+        fragment="versions/partials/_members_body.html",
+        page="versions/members.html",
+        status=status,
+        close_dialog=True,
+    )
 
 
 @require_GET
@@ -55,10 +57,12 @@ def _body(request: HttpRequest, app: App, *, status: int = 200, **extra: Any) ->
 def members(request: HttpRequest, slug: str) -> HttpResponse:
     """The Members tab: who has which role, and the recent changes."""
     app = _manageable(request, slug)
-    ctx = _context(request, app)
-    if is_fragment(request):
-        return render(request, "versions/partials/_members_body.html", ctx)
-    return render(request, "versions/members.html", ctx)
+    return render_tab(
+        request,
+        _context(request, app),
+        fragment="versions/partials/_members_body.html",
+        page="versions/members.html",
+    )
 
 
 @require_POST

@@ -9,14 +9,13 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from versions import selectors, services
 from versions.errors import InvalidInput, NotFound, PreflightFailed
 from versions.models import App
-from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
+from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms, render_tab
 from versions.views.restoring import parse_expected
 
 PROMOTE_TITLE = "Promote to production"
@@ -38,13 +37,14 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
 
 def _body(request: HttpRequest, app: App, *, status: int = 200, **extra: Any) -> HttpResponse:
     ctx = _context(request, app, **extra)
-    if is_fragment(request):
-        html = str(
-            render_to_string("versions/partials/_production_body.html", ctx, request=request)
-        )
-        html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close the dialog
-        return HttpResponse(html, status=status)
-    return render(request, "versions/production.html", ctx, status=status)
+    return render_tab(
+        request,
+        ctx,
+        fragment="versions/partials/_production_body.html",
+        page="versions/production.html",
+        status=status,
+        close_dialog=True,
+    )
 
 
 @require_GET
@@ -52,10 +52,12 @@ def _body(request: HttpRequest, app: App, *, status: int = 200, **extra: Any) ->
 def production(request: HttpRequest, slug: str) -> HttpResponse:
     """The Production tab."""
     app = app_of(request, slug)
-    ctx = _context(request, app)
-    if is_fragment(request):
-        return render(request, "versions/partials/_production_body.html", ctx)
-    return render(request, "versions/production.html", ctx)
+    return render_tab(
+        request,
+        _context(request, app),
+        fragment="versions/partials/_production_body.html",
+        page="versions/production.html",
+    )
 
 
 def _data(call: Any) -> dict[str, Any]:
