@@ -369,7 +369,9 @@ class PromoteIn(Schema):
 class RollbackIn(Schema):
     """Roll production back to an earlier deployment (``to``; default the one before)."""
 
-    to: str | None = Field(None, max_length=64)
+    to: str | None = Field(
+        None, max_length=64, json_schema_extra={"pattern": "^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"}
+    )
     note: str = Field("", max_length=500)
 
     @field_validator("to", "note")
