@@ -193,8 +193,8 @@ def test_the_state_each_ref_names(app, history):
 @pytest.mark.parametrize(
     "refs, words",
     [
-        ("production...draft", "“production” names a deployment"),
-        ("dp_abc...draft", "“dp_abc” names a deployment"),
+        ("production...draft", "“production” names production, and app “quotes” has no production"),
+        ("dp_abc...draft", "There is no state “dp_abc” in app “quotes”"),
         ("draft...cs_nope", "There is no state “cs_nope” in app “quotes”"),
         ("draft", "two refs joined by three dots"),
     ],
@@ -261,3 +261,18 @@ def test_split_rows_pair_removed_with_added_lines():
         ("removed", None),
         ("context", "context"),
     ]
+
+
+def test_production_and_deployments_compare_with_the_draft(app, client_in):
+    from versions import services
+    from versions.models import Deployment
+
+    _write(app, "a", "a1\n", "r1")
+    services.promote(app, by="rvaid")
+    first = Deployment.objects.get().id
+    _write(app, "a", "a2\n", "r2")
+    _write(app, "b", "b1\n", "r3")
+    assert _files(app, "production", "draft") == {"a": "changed", "b": "added"}
+    assert _files(app, first, "draft") == _files(app, "production", "draft")
+    page = client_in.get(f"/apps/quotes/versions/compare/production...{first}/")
+    assert page.status_code == 200
