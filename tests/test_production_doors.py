@@ -136,3 +136,10 @@ def test_once_promoted_restores_say_they_change_the_draft_only(app, boss):
     assert notice in boss.get(url, HTTP_HX_REQUEST="true").content.decode()
     done = boss.post(url, {"ret": f"set:{set_id}"}, HTTP_HX_REQUEST="true").content.decode()
     assert notice in done and "Promote to production" in done
+
+
+def test_the_panel_may_frame_a_preview_and_no_other_site_may(app, boss, client):
+    _write(app, "<p>v1</p>\n", "a")
+    answer = client.get(services.preview_url(app, "draft"))
+    assert answer.status_code == 200 and answer["X-Frame-Options"] == "SAMEORIGIN"
+    assert answer["Content-Security-Policy"].startswith("sandbox")

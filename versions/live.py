@@ -81,6 +81,8 @@ def _sandboxed(response: HttpResponse) -> HttpResponse:
     response["Content-Security-Policy"] = CSP
     response["X-Content-Type-Options"] = "nosniff"
     response["Referrer-Policy"] = "no-referrer"
+    # The panel frames previews of the app (sandboxed, beside their diff); no other site may.
+    response["X-Frame-Options"] = "SAMEORIGIN"
     if conf.live_cors():
         # The sandbox gives the app's own page an opaque origin ("null"), so its fetch() of its
         # own API routes, or an ES module of its own, is a cross-origin read; a browser tells
