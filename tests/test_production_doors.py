@@ -143,3 +143,33 @@ def test_the_panel_may_frame_a_preview_and_no_other_site_may(app, boss, client):
     answer = client.get(services.preview_url(app, "draft"))
     assert answer.status_code == 200 and answer["X-Frame-Options"] == "SAMEORIGIN"
     assert answer["Content-Security-Policy"].startswith("sandbox")
+
+
+def test_a_preview_of_a_set_links_to_its_diff_and_to_compare_with_the_draft(app, boss):
+    _write(app, "<p>v1</p>\n", "a")
+    set_id = services.write_artifact(
+        app, "pltf_page", "index", "<p>v2</p>\n", requested_by="agent", tool="t", run_id="b"
+    ).change_set_id
+    back = reverse("versions:change_set", args=["quotes", set_id])
+    page = boss.get(
+        reverse("versions:preview", args=["quotes", set_id]), {"back": back}
+    ).content.decode()
+    assert f'href="{back}">Back to its diff' in page
+    assert f"/apps/quotes/versions/compare/{set_id}...draft/" in page
+
+
+@pytest.mark.parametrize(
+    "back",
+    [
+        "javascript:alert(1)",
+        "https://evil.example/",
+        "//evil.example/x",
+        "/apps/quotes/versions/../../admin/",
+    ],
+)
+def test_a_previews_way_back_leads_only_into_the_apps_panel(app, boss, back):
+    _write(app, "<p>v1</p>\n", "a")
+    page = boss.get(
+        reverse("versions:preview", args=["quotes", "draft"]), {"back": back}
+    ).content.decode()
+    assert "Back to its diff" not in page

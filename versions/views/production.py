@@ -5,6 +5,7 @@ that the person may promote."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -142,6 +143,14 @@ def rollback(request: HttpRequest, slug: str, deployment_id: str) -> HttpRespons
     return render(request, template if is_fragment(request) else "versions/rollback_page.html", ctx)
 
 
+def _panel_path(app: App, value: str) -> str:
+    """``value`` when it is a path of this app's panel (the diff a preview came from), else "":
+    never another site, nor a script URL."""
+    prefix = f"/apps/{app.slug}/versions/"
+    ok = value.startswith(prefix) and re.fullmatch(r"[A-Za-z0-9_\-./]*", value[len(prefix) :])
+    return value if ok and ".." not in value else ""
+
+
 @require_GET
 @panel_view
 def preview(request: HttpRequest, slug: str, ref: str) -> HttpResponse:
@@ -153,7 +162,7 @@ def preview(request: HttpRequest, slug: str, ref: str) -> HttpResponse:
         "app": app,
         "ref": ref,
         "src": services.preview_url(app, ref),
-        "back": request.GET.get("back", ""),
+        "back": _panel_path(app, request.GET.get("back", "")),
         **perms(request, app),
     }
     return render(request, "versions/preview.html", ctx)
