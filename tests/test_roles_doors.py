@@ -120,3 +120,15 @@ def test_a_token_is_only_for_an_owner_of_an_app_with_members(app, apps):
     assert refused.value.message == services.NOT_OWNER.format(username="rev", slug="quotes")
     token, _row = services.create_agent_token("owner", ["quotes"])
     assert token.startswith("vt_")
+
+
+def test_a_token_whose_user_left_the_app_can_no_longer_read_or_write_it(app, apps):
+    User.objects.create_user("gone", password=None)
+    membership = services.add_member(app, role="owner", username="gone", by="setup")
+    api = ApiClient(make_token("gone", "quotes"))
+    assert api.get("/apps/quotes/artifacts").status_code == 200
+    services.remove_member(app, membership.pk, by="setup")  # "owner" stays an owner
+    before = _writes()
+    assert api.get("/apps/quotes/artifacts").status_code == 404
+    assert api.put("/apps/quotes/artifacts/pltf_page/index", {"source": "x\n"}).status_code == 404
+    assert _writes() == before

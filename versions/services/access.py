@@ -139,8 +139,13 @@ class Actor:
     @property
     def everywhere(self) -> frozenset[str]:
         """The actions the actor may do on every app it may touch."""
+        return self.user_everywhere | self._extra
+
+    @property
+    def user_everywhere(self) -> frozenset[str]:
+        """The actions the global permissions allow (a token's user's, for a token)."""
         if self._everywhere is None:
-            self._everywhere = _user_actions(self.user) | self._extra
+            self._everywhere = _user_actions(self.user)
         return self._everywhere
 
     @property
@@ -193,10 +198,12 @@ class Actor:
             return False
         if action in self._extra and not _has_members(app):
             return True  # an app nobody was made a member of keeps round 1's rule
-        user_may = action in self.everywhere or action in self.per_app.get(app.pk, frozenset())
+        held = self.user_everywhere
+        user_may = action in held or action in self.per_app.get(app.pk, frozenset())
         if action not in self._extra:
             return user_may
-        return user_may or bool(self.everywhere) or app.pk in self.per_app
+        # Reading and writing: its user holds a global permission or any role on the app.
+        return user_may or bool(held) or app.pk in self.per_app
 
     def sees(self, app: App) -> bool:
         """Whether ``app`` exists for this actor: it may view it."""
