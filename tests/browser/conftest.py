@@ -169,3 +169,40 @@ def axe(axe_source: str):
         )
 
     return check
+
+
+SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
+
+
+@pytest.fixture(params=list(SIZES))
+def sized_page(request, browser, live_server, problems):
+    """A page at 1280 and at 390 px (a test using it runs at both), in a time zone that is
+    not UTC, failing the test on any script error."""
+    width, height = SIZES[request.param]
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, timezone_id="Asia/Tokyo"
+    )
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.on("pageerror", lambda exc: problems.errors.append(str(exc)))
+    yield page
+    context.close()
+    assert problems.errors == [], problems.errors
+
+
+@pytest.fixture
+def demo_sets(make_user, sign_in):
+    """The demo loaded and ``page`` signed in as a superuser; returns (the agent's turn, the
+    demo's first set)."""
+    from versions.management.commands.load_demo import DEMO_SLUG, load_demo
+    from versions.models import ChangeSet
+
+    def do(page):
+        load_demo()
+        make_user("rvaid", superuser=True)
+        sign_in(page, "rvaid")
+        agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
+        setup = ChangeSet.objects.filter(app__slug=DEMO_SLUG).exclude(pk=agent.pk).get()
+        return agent, setup
+
+    return do

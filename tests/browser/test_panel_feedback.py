@@ -10,42 +10,15 @@ import pytest
 from playwright.sync_api import expect
 
 from versions import services
-from versions.management.commands.load_demo import DEMO_SLUG, load_demo
+from versions.management.commands.load_demo import DEMO_SLUG
 from versions.models import ChangeSet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
 
-
-@pytest.fixture(params=list(SIZES))
-def sized_page(request, browser, live_server, problems):
-    width, height = SIZES[request.param]
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, timezone_id="Asia/Tokyo"
-    )
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    page.on("pageerror", lambda exc: problems.errors.append(str(exc)))
-    yield page
-    context.close()
-    assert problems.errors == [], problems.errors
-
-
-def _demo(make_user, sign_in, page) -> tuple[ChangeSet, ChangeSet]:
-    load_demo()
-    make_user("rvaid", superuser=True)
-    sign_in(page, "rvaid")
-    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    setup = ChangeSet.objects.filter(app__slug=DEMO_SLUG).exclude(pk=agent.pk).get()
-    return agent, setup
-
-
-def test_expanding_a_set_on_a_slow_network_shows_it_is_working(
-    sized_page, live_server, make_user, sign_in
-):
+def test_expanding_a_set_on_a_slow_network_shows_it_is_working(sized_page, live_server, demo_sets):
     page = sized_page
-    agent, _ = _demo(make_user, sign_in, page)
+    agent, _ = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     held = []
     page.route(re.compile(rf".*/change-sets/{agent.id}/$"), lambda route: held.append(route))
@@ -63,10 +36,10 @@ def test_expanding_a_set_on_a_slow_network_shows_it_is_working(
 
 
 def test_after_confirm_restore_focus_and_view_land_on_the_receipt(
-    sized_page, live_server, make_user, sign_in
+    sized_page, live_server, demo_sets
 ):
     page = sized_page
-    agent, _ = _demo(make_user, sign_in, page)
+    agent, _ = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     row = page.locator(f"#set-{agent.id}")
     row.get_by_role("link", name=agent.id, exact=True).click()
@@ -81,9 +54,9 @@ def test_after_confirm_restore_focus_and_view_land_on_the_receipt(
     expect(receipt).to_be_in_viewport()
 
 
-def test_an_error_after_a_dialog_gets_the_focus(sized_page, live_server, make_user, sign_in):
+def test_an_error_after_a_dialog_gets_the_focus(sized_page, live_server, demo_sets):
     page = sized_page
-    agent, _ = _demo(make_user, sign_in, page)
+    agent, _ = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     row = page.locator(f"#set-{agent.id}")
     row.get_by_role("link", name=agent.id, exact=True).click()
@@ -103,11 +76,9 @@ def test_an_error_after_a_dialog_gets_the_focus(sized_page, live_server, make_us
     expect(flash).to_be_in_viewport()
 
 
-def test_undo_in_place_on_since_release_refreshes_what_differs(
-    sized_page, live_server, make_user, sign_in
-):
+def test_undo_in_place_on_since_release_refreshes_what_differs(sized_page, live_server, demo_sets):
     page = sized_page
-    agent, setup = _demo(make_user, sign_in, page)
+    agent, setup = demo_sets(page)
     services.mark_release(setup.id, by="rvaid")
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/since-release/")
     since = page.locator("#release-since")
@@ -132,11 +103,9 @@ def test_undo_in_place_on_since_release_refreshes_what_differs(
     expect(row.locator(".receipt")).to_be_visible()  # the receipt stays where it was
 
 
-def test_times_read_in_the_viewers_time_zone_with_utc_on_hover(
-    sized_page, live_server, make_user, sign_in
-):
+def test_times_read_in_the_viewers_time_zone_with_utc_on_hover(sized_page, live_server, demo_sets):
     page = sized_page
-    _demo(make_user, sign_in, page)
+    demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     local = page.locator(".row-head .abs").first
     expect(local).to_be_visible()  # on a phone too

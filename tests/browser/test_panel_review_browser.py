@@ -9,40 +9,14 @@ import pytest
 from playwright.sync_api import expect
 
 from versions import services
-from versions.management.commands.load_demo import DEMO_SLUG, load_demo
-from versions.models import ChangeSet
+from versions.management.commands.load_demo import DEMO_SLUG
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
 
-
-@pytest.fixture(params=list(SIZES))
-def sized_page(request, browser, live_server, problems):
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    page.on("pageerror", lambda exc: problems.errors.append(str(exc)))
-    yield page
-    context.close()
-    assert problems.errors == [], problems.errors
-
-
-def _demo(make_user, sign_in, page) -> tuple[ChangeSet, ChangeSet]:
-    load_demo()
-    make_user("rvaid", superuser=True)
-    sign_in(page, "rvaid")
-    agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    setup = ChangeSet.objects.filter(app__slug=DEMO_SLUG).exclude(pk=agent.pk).get()
-    return agent, setup
-
-
-def test_find_a_set_with_the_search_box_and_hide_restore_sets(
-    sized_page, live_server, make_user, sign_in
-):
+def test_find_a_set_with_the_search_box_and_hide_restore_sets(sized_page, live_server, demo_sets):
     page = sized_page
-    agent, setup = _demo(make_user, sign_in, page)
+    agent, setup = demo_sets(page)
     rs = services.restore_change_set(agent.id, by="rvaid").set_id
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     rows = page.locator("#set-list-items > li")
@@ -70,10 +44,10 @@ def test_find_a_set_with_the_search_box_and_hide_restore_sets(
 
 
 def test_compare_from_a_set_split_view_file_list_and_viewed_marks(
-    sized_page, live_server, make_user, sign_in, axe
+    sized_page, live_server, demo_sets, axe
 ):
     page = sized_page
-    agent, setup = _demo(make_user, sign_in, page)
+    agent, setup = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     row = page.locator(f"#set-{setup.id}")
     row.get_by_role("link", name=setup.id, exact=True).click()
@@ -118,9 +92,9 @@ def test_compare_from_a_set_split_view_file_list_and_viewed_marks(
     expect(page.locator("main")).to_contain_text("dp_zz_00000000")
 
 
-def test_review_keys_move_between_files_and_changes(sized_page, live_server, make_user, sign_in):
+def test_review_keys_move_between_files_and_changes(sized_page, live_server, demo_sets):
     page = sized_page
-    agent, setup = _demo(make_user, sign_in, page)
+    agent, setup = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/compare/{setup.id}...draft/")
     files = page.locator("section.diff[data-file]")
     expect(files).to_have_count(2)
@@ -166,8 +140,8 @@ def test_review_keys_move_between_files_and_changes(sized_page, live_server, mak
     expect(keys).to_be_hidden()
 
 
-def test_keys_work_on_an_expanded_set_too(page, live_server, make_user, sign_in):
-    agent, _ = _demo(make_user, sign_in, page)
+def test_keys_work_on_an_expanded_set_too(page, live_server, demo_sets):
+    agent, _ = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/change-sets/{agent.id}/")
     files = page.locator("section.diff")
     expect(files).to_have_count(2)
@@ -177,9 +151,9 @@ def test_keys_work_on_an_expanded_set_too(page, live_server, make_user, sign_in)
     expect(files.nth(1)).to_have_class(re.compile(r"\bkey-current\b"))
 
 
-def test_diff_lines_wrap_at_word_boundaries_on_a_phone(phone_page, live_server, make_user, sign_in):
+def test_diff_lines_wrap_at_word_boundaries_on_a_phone(phone_page, live_server, demo_sets):
     page = phone_page
-    agent, _ = _demo(make_user, sign_in, page)
+    agent, _ = demo_sets(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/change-sets/{agent.id}/")
     expect(page.locator("section.diff table")).to_have_count(2)
     # Every word of a wrapped line stays whole: measured with a Range per word.
