@@ -13,6 +13,7 @@ import zlib
 import psycopg
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from thread_helpers import failures, run_in_threads
 
 from versions import services
@@ -211,6 +212,61 @@ def test_each_write_returns_with_the_app_back_at_its_limit(top_app, settings):
         kept = set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True))
         assert kept == {r.restore_point_id for r in receipts[-3:]}
     assert_connection_clean()
+
+
+def test_a_write_at_the_limit_prunes_in_one_more_round_trip(top_app, settings):
+    """The write reads what lies beyond the limit with its own statements; its pruner is one
+    transaction of one round trip (SPEC §18: prune_vs_write)."""
+    settings.VERSIONS_POINTS_PER_APP = 3
+    for i in range(4):
+        write(top_app, "index", f"v{i}\n")  # at the limit, statements prepared
+
+    trips = round_trips(lambda: write(top_app, "index", "v4\n"))
+
+    assert trips == 3  # the write's two, its pruner's one
+    assert RestorePoint.objects.filter(app=top_app).count() == 3
+    assert committed_source("index") == "v4\n"
+    assert_connection_clean()
+
+
+def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_app, settings):
+    """What the one-statement pruner does, as the step-by-step one did: the points beyond the
+    limit go, their artifacts' pruned_until moves, a set left empty goes with the release mark
+    history that named it, a set that lost some points lists them, the blob nothing needs any
+    more is swept; and every statement is bounded by the app."""
+    from test_retention import _unbounded
+
+    from versions.models import ChangeSet, ReleaseMark
+
+    settings.VERSIONS_POINTS_PER_APP = 3
+    other = App.objects.create(slug="other", name="Other")
+    write(other, "index", "o1\n")
+    write(top_app, "index", "x\n")
+    second = write(top_app, "index", "y\n")  # its point holds "x"; its set will be emptied
+    services.mark_release(second.change_set_id, by="person")
+    services.unmark_release(top_app, by="person")  # the history still names the set
+    pair = [write(top_app, f"page-{i}", "p\n", run_id="pair") for i in range(2)]  # at 4: -1
+    x_blob = RestorePoint.objects.get(id=second.restore_point_id).previous_blob_id
+    assert x_blob
+
+    with CaptureQueriesContext(connection) as captured:
+        write(top_app, "index", "v3\n")  # prunes second's point, emptying its set
+
+    assert not RestorePoint.objects.filter(id=second.restore_point_id).exists()
+    assert not ChangeSet.objects.filter(id=second.change_set_id).exists()
+    assert not ReleaseMark.objects.filter(change_set_id=second.change_set_id).exists()
+    assert ReleaseMark.objects.filter(app=top_app).exists()  # the history stays, unlinked
+    assert Artifact.objects.get(app=top_app, name="index").pruned_until is not None
+    assert not Blob.objects.filter(sha256=x_blob).exists()  # nothing needs "x" any more
+    write(top_app, "index", "v4\n")  # prunes one point of the pair's set
+    pair_set = ChangeSet.objects.get(id=pair[0].change_set_id)
+    assert [e["pointId"] for e in pair_set.pruned] == [pair[0].restore_point_id]
+    assert RestorePoint.objects.filter(app=top_app).count() == 3
+    assert RestorePoint.objects.filter(app=other).count() == 1  # another app untouched
+    statements = [q["sql"] for q in captured.captured_queries]
+    assert any("WITH cut" in s and "DELETE FROM" in s for s in statements)
+    unbounded = _unbounded(statements, top_app.pk)
+    assert not unbounded, "\n".join(unbounded)
 
 
 def test_a_pruning_that_fails_after_the_write_leaves_the_write_and_is_redone_next_time(

@@ -104,14 +104,16 @@ def execute(
         _log(db, sql, params, started)
 
 
-def execute_later(sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_ALIAS) -> Any:
-    """Run ``sql`` and return a function that gives its first row. Inside a :func:`batch` on
-    PostgreSQL the row is read only when the function is called, after the batch ended: the
-    statement costs no round trip of its own."""
+def execute_later(
+    sql: str, params: Sequence[Any], fetch: str = "one", *, using: str = DEFAULT_DB_ALIAS
+) -> Any:
+    """Run ``sql`` and return a function that gives its first row (``fetch="all"``: its rows).
+    Inside a :func:`batch` on PostgreSQL the rows are read only when the function is called,
+    after the batch ended: the statement costs no round trip of its own."""
     db = connections[using]
     if db.vendor != "postgresql" or recorded(db) or db.connection is None:
-        row = execute(sql, params, "one", using=using)
-        return lambda: row
+        done = execute(sql, params, fetch, using=using)
+        return lambda: done
     db.validate_no_broken_transaction()
     started = time.monotonic()
     with db.wrap_database_errors:
@@ -119,11 +121,11 @@ def execute_later(sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_AL
         cursor.execute(sql, params)
     _log(db, sql, params, started)
 
-    def first_row() -> Any:
+    def rows() -> Any:
         with db.wrap_database_errors:
-            return cursor.fetchone()
+            return cursor.fetchall() if fetch == "all" else cursor.fetchone()
 
-    return first_row
+    return rows
 
 
 @lru_cache(maxsize=256)
@@ -210,26 +212,51 @@ def execute_first(
 
 
 @contextmanager
-def batch(using: str = DEFAULT_DB_ALIAS, *, commit: bool = False) -> Iterator[None]:
+def batch(
+    using: str = DEFAULT_DB_ALIAS, *, begin: bool = False, commit: bool = False
+) -> Iterator[None]:
     """Send the statements run inside without waiting for each reply, where the driver can
     (psycopg's pipeline mode on PostgreSQL): one round trip for several writes instead of one
     each. An error comes out at the first row fetched or at the end of the block.
 
-    ``commit``: the block ends its transaction. Where the enclosing atomic block is the
-    outermost one (see :func:`_fusable`), COMMIT travels with the block's statements when it
-    ends without an error, and the atomic block finds nothing left to commit (its on-commit
-    callbacks still run as it exits). The caller runs nothing that can fail after such a block.
+    ``begin``: the block starts its transaction (the first statements of an :func:`outermost`
+    atomic block, none run yet): BEGIN travels with the block's statements, as with
+    :func:`execute_first`. ``commit``: the block ends its transaction. Where the enclosing
+    atomic block is the outermost one (see :func:`_fusable`), COMMIT travels with the block's
+    statements when it ends without an error, and the atomic block finds nothing left to
+    commit (its on-commit callbacks still run as it exits). The caller runs nothing that can
+    fail after such a block. With both, a whole transaction is one round trip.
     """
     db = connections[using]
     if db.vendor != "postgresql" or recorded(db) or not psycopg.Pipeline.is_supported():
         yield
         return
-    fuse_commit = commit and _fusable(db)
+    fusable = _fusable(db)
+    fuse_commit = commit and fusable
     db.ensure_connection()
-    with db.wrap_database_errors, db.connection.pipeline():
-        yield
-        if fuse_commit:
-            psycopg.Cursor(db.connection).execute(b"COMMIT")
+    conn = db.connection
+    fuse_begin = (
+        begin
+        and fusable
+        and conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and hasattr(conn, "_autocommit")
+    )
+    if fuse_begin:
+        # psycopg must not start the transaction itself (it would send BEGIN and wait for
+        # it): the BEGIN is the pipeline's first statement.
+        conn._autocommit = True
+    try:
+        with db.wrap_database_errors, conn.pipeline():
+            if fuse_begin:
+                psycopg.Cursor(conn).execute(
+                    getattr(conn, "_get_tx_start_command", lambda: b"BEGIN")()
+                )
+            yield
+            if fuse_commit:
+                psycopg.Cursor(conn).execute(b"COMMIT")
+    finally:
+        if fuse_begin:
+            conn._autocommit = False
 
 
 def _fetched(cursor: Any, fetch: str) -> Any:

@@ -202,6 +202,52 @@ def _sql(vendor: str) -> dict[str, str]:
             f"SELECT id FROM {artifact} WHERE app_id = %s AND id IN ({{ids}}) "
             "ORDER BY id FOR UPDATE"
         ),
+        # The pruner of a write that found the app over its limit (PostgreSQL), in one
+        # statement: under the pruner's lock it deletes the unpinned captures beyond the newest
+        # N as they are now (a point pinned meanwhile stays; one another pruner took is gone
+        # already), except the protected sets'; moves the artifacts' pruned_until forward;
+        # deletes the sets it left with no point and clears what pointed at them (as the
+        # models' SET_NULL says; the foreign keys are checked at COMMIT); lists the points in
+        # the sets that remain; returns what it deleted. (No row is modified twice: "listed"
+        # skips the emptied sets; restore sets hold no capture, so "unlinked" touches none of
+        # the sets of "gone".)
+        "prune_beyond": (
+            f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
+            f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
+            "LIMIT 1 OFFSET %s), "
+            f"gone AS (DELETE FROM {point} AS p WHERE p.app_id = %s "
+            f"AND p.kind = '{capture}' AND p.pinned = false "
+            "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
+            "AND NOT (p.change_set_id = ANY(%s)) "
+            "RETURNING p.id, p.previous_blob_id, p.change_set_id, p.artifact_id, p.created_on), "
+            f"moved AS (UPDATE {artifact} AS a SET pruned_until = CASE WHEN a.pruned_until "
+            "IS NULL OR a.pruned_until < g.t THEN g.t ELSE a.pruned_until END "
+            "FROM (SELECT artifact_id, MAX(created_on) AS t FROM gone GROUP BY artifact_id) "
+            "AS g WHERE a.app_id = %s AND a.id = g.artifact_id RETURNING a.id), "
+            f"emptied AS (DELETE FROM {change_set} AS e WHERE e.app_id = %s "
+            "AND e.id IN (SELECT change_set_id FROM gone) "
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS q WHERE q.change_set_id = e.id "
+            "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.id = q.id)) RETURNING e.id), "
+            f"unlinked AS (UPDATE {change_set} AS r SET restored_from_id = NULL "
+            "WHERE r.restored_from_id IN (SELECT id FROM emptied) "
+            "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.change_set_id = r.id) "
+            "RETURNING r.id), "
+            f"unmarked AS (UPDATE {mark} AS m SET change_set_id = NULL "
+            "WHERE m.change_set_id IN (SELECT id FROM emptied) RETURNING m.id), "
+            f"unreleased AS (UPDATE {app_table} AS ap SET release_set_id = NULL "
+            "WHERE ap.id = %s AND ap.release_set_id IN (SELECT id FROM emptied) "
+            "RETURNING ap.id), "
+            f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || g.entries FROM "
+            "(SELECT change_set_id, jsonb_agg(jsonb_build_object('pointId', id, "
+            "'artifactId', artifact_id) ORDER BY created_on DESC, id DESC) AS entries "
+            "FROM gone GROUP BY change_set_id) AS g WHERE cs.app_id = %s "
+            "AND cs.id = g.change_set_id AND NOT EXISTS (SELECT 1 FROM emptied AS x "
+            "WHERE x.id = cs.id) "
+            "RETURNING cs.id) "
+            "SELECT id, previous_blob_id, change_set_id FROM gone"
+        )
+        if vendor == "postgresql"
+        else "",
         # One pruner per app at a time (PostgreSQL, a transaction-level advisory lock: writers
         # never take it, so it never waits on one).
         "pruner_lock": "SELECT pg_advisory_xact_lock(%s, %s)",
@@ -399,13 +445,6 @@ def count_unpinned(app_id: int, cap: int) -> int:
     return int(_run("unpinned", [app_id, False, cap], fetch=True)[0])
 
 
-def count_unpinned_later(app_id: int, cap: int) -> Callable[[], int]:
-    """Count the app's unpinned capture points (up to ``cap``); in a batch the count costs no round
-    trip of its own: call the returned function once the batch ended."""
-    first_row = _execute_later(_q("unpinned"), [app_id, False, cap])
-    return lambda: int(first_row()[0])
-
-
 def read_blob(sha: str) -> bytes:
     """The stored bytes of blob ``sha`` (one query, a delta's base with it)."""
     data, compressed, base_id, base_data, base_compressed = _run(
@@ -537,6 +576,58 @@ def excess_points(
         return []
     kept_here = keep - rows[0][5]  # the newest rows at or before the cut are still kept
     return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
+
+
+def excess_points_later(
+    app_id: int, keep: int
+) -> Callable[[], list[tuple[str, str | None, str, int, datetime]]]:
+    """:func:`excess_points` read with the statements of a :func:`batch` (no round trip of its
+    own): call the returned function once the batch ended. In a writer's transaction it sees
+    its own capture and the writers that committed before; the pruner re-checks each point
+    (:func:`prune_found`)."""
+    params = [app_id, False, keep, app_id, False, app_id, False]
+    fetched = _execute_later(_q("excess_rows"), params, "all")
+
+    def rows() -> list[tuple[str, str | None, str, int, datetime]]:
+        found = fetched() or []
+        if not found:
+            return []
+        kept_here = keep - found[0][5]
+        return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in found[kept_here:]]  # type: ignore[misc]
+
+    return rows
+
+
+def prune_beyond(
+    app_id: int,
+    keep: int,
+    found: list[tuple[str, str | None, str, int, datetime]],
+    protect: list[str],
+) -> None:
+    """Retention after a write that found the app over its limit (``found``: what it saw beyond
+    the newest ``keep``, :func:`excess_points_later`), as one transaction of one round trip
+    (PostgreSQL; the caller's atomic block is the outermost and does nothing else): the app's
+    pruner lock, the artifacts' locks in one order, the points beyond the limit *now* deleted
+    with the sets they leave empty (other writers may have committed, or pruned, since), the
+    blobs left unreferenced gone, COMMIT. When another writer's points made it prune points
+    the writer did not see, their blobs are swept in a second transaction."""
+    blobs = sorted({row[1] for row in found if row[1]})
+    artifacts = sorted({row[3] for row in found})
+    with batch(begin=True, commit=True):
+        for sql, params in _pruner_lock(app_id):
+            _execute(sql, params)
+        if len(artifacts) > 1:  # one artifact: the statement below locks it
+            lock_artifacts(app_id, artifacts)
+        gone = _execute_later(
+            _q("prune_beyond"),
+            [app_id, keep, app_id, list(protect), app_id, app_id, app_id, app_id],
+            "all",
+        )
+        sweep_blobs(blobs)
+    more_blobs = sorted({row[1] for row in gone() or [] if row[1]} - set(blobs))
+    # A transaction of its own (the one above has committed): the caller's atomic block
+    # commits it.
+    sweep_blobs(more_blobs)
 
 
 def excess_counters(

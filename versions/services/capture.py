@@ -349,19 +349,19 @@ def _write(
 
 def _retention_check(
     app: App, row: _sql.ArtifactRow, keep: int, captured: _Captured
-) -> Callable[[], int] | None:
+) -> Callable[[], list[tuple[str, str | None, str, int, datetime]]] | None:
     """Retention after this capture: the app keeps its newest ``keep`` unpinned points.
 
     On SQLite the count read with the lock is exact (the write lock was held): prune now if
-    this capture goes over. On PostgreSQL a count travels with the write's statements (its
-    own snapshot, this write included, writers that committed meanwhile too); the returned
-    function gives it once they ended.
+    this capture goes over. On PostgreSQL the points beyond the limit are read with the
+    write's statements (its own snapshot, this write included, writers that committed
+    meanwhile too); the returned function gives them once they ended.
     """
     if row.unpinned is not None:
         if row.unpinned + (0 if captured.pinned else 1) > keep:
             retention.prune(app, protect=[captured.change_set_id])
         return None
-    return _sql.count_unpinned_later(app.pk, keep + 1)
+    return _sql.excess_points_later(app.pk, keep)
 
 
 @dataclass(frozen=True)
@@ -435,10 +435,11 @@ def _capture_and_write(
             now=captured.created_on,
             at=at,
         )
-        recount = _retention_check(app, row, keep, captured)
-    if recount is not None and recount() > keep:
+        beyond = _retention_check(app, row, keep, captured)
+    found = beyond() if beyond is not None else []
+    if found:  # more than ``keep`` unpinned captures
         if rawsql.outermost():  # the write's transaction is its own: prune once it committed
-            retention.prune_after_commit(app, protect=[captured.change_set_id])
+            retention.prune_after_commit(app, protect=[captured.change_set_id], found=found)
         else:  # part of a larger transaction (a restore, a test): prune inside it
             retention.prune(app, protect=[captured.change_set_id])
     return WriteReceipt(

@@ -52,7 +52,12 @@ def sweep_after_commit(candidates: set[str]) -> None:
     transaction.on_commit(sweep)
 
 
-def prune_after_commit(app: App, *, protect: Iterable[str] = ()) -> None:
+def prune_after_commit(
+    app: App,
+    *,
+    protect: Iterable[str] = (),
+    found: list[tuple[str, str | None, str, int, datetime]] | None = None,
+) -> None:
     """Prune the app once the writer's transaction committed, in a transaction of its own.
 
     A top-level writer on PostgreSQL holds only its artifact's lock, and retention moves other
@@ -60,14 +65,22 @@ def prune_after_commit(app: App, *, protect: Iterable[str] = ()) -> None:
     waits for it. Alone, the pruner first becomes the app's only one, then locks what it
     touches in one order, so it only ever waits. If it still fails (a writer joined a set it
     emptied), it gives up: the next write over the limit prunes again. ``protect``: as
-    :func:`prune`.
+    :func:`prune`. ``found``: the points the writer saw beyond the limit, read with its own
+    statements (PostgreSQL): the pruner then needs one round trip, not two.
     """
     protected = tuple(protect)
 
     def prune_alone() -> None:
         try:
             with transaction.atomic():
-                prune(app, alone=True, protect=protected)
+                if found is not None and connection.vendor == "postgresql":
+                    candidates = [row for row in found if row[2] not in protected]
+                    if candidates:
+                        _sql.prune_beyond(
+                            app.pk, conf.points_per_app(), candidates, list(protected)
+                        )
+                else:
+                    prune(app, alone=True, protect=protected)
         except DatabaseError:
             logger.warning("retention of app %s left for the next write", app.slug, exc_info=True)
 
