@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db import connections
+from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Sum
 
 from versions import rawsql
@@ -263,12 +263,19 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
     shas = set(shas)
     if not shas:
         return {}
-    # The blobs and, for deltas, the full copies they need (SPEC §18), in the same query.
-    bases = Blob.objects.filter(sha256__in=shas, base__isnull=False).values("base_id")
-    qs = Blob.objects.filter(Q(sha256__in=shas) | Q(sha256__in=bases)).values_list(
-        "sha256", "data", "compressed", "base_id"
+    # The blobs and, for deltas, the full copies they need (SPEC §18), in the same query: one
+    # list found on the primary key (an OR of the two had PostgreSQL scan every app's blobs).
+    wanted = sorted(shas)
+    table = connection.ops.quote_name(Blob._meta.db_table)
+    marks = ", ".join(["%s"] * len(wanted))
+    rows = rawsql.execute(
+        f"SELECT b.sha256, b.data, b.compressed, b.base_id FROM {table} AS b WHERE b.sha256 IN "  # noqa: S608
+        f"(SELECT c.sha256 FROM {table} AS c WHERE c.sha256 IN ({marks}) "
+        f"UNION SELECT c.base_id FROM {table} AS c WHERE c.sha256 IN ({marks}))",
+        wanted * 2,
+        "all",
+        binary=True,
     )
-    rows = _fetch_binary(qs) if connections[qs.db].vendor == "postgresql" else list(qs)
     deltas = [(sha, data, base) for sha, data, _, base in rows if base is not None]
     rows = [(sha, data, compressed) for sha, data, compressed, base in rows if base is None]
     packed = [(sha, data) for sha, data, compressed in rows if compressed]
@@ -290,13 +297,6 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
 def _raw(data: bytes | memoryview, compressed: bool) -> bytes:
     """A blob's UTF-8 bytes from its stored bytes (as ``Blob.raw``)."""
     return Blob(data=data, compressed=compressed).raw
-
-
-def _fetch_binary(qs: QuerySet[Any]) -> list[tuple[Any, ...]]:
-    """Rows of a values_list queryset, fetched by psycopg in binary format (Django's own
-    psycopg cursors bind client-side, which only returns text: bytea as hex)."""
-    sql, params = qs.query.sql_with_params()
-    return list(rawsql.execute(sql, params, "all", binary=True, using=qs.db))
 
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
@@ -713,7 +713,12 @@ def attach_artifacts(sets: list[ChangeSet], first: int = ROW_ARTIFACTS) -> None:
     names: dict[str, list[str]] = defaultdict(list)
     if sets:
         rows = (
-            RestorePoint.objects.filter(change_set_id__in=[s.id for s in sets])
+            # Only the sets' app's artifacts are joined: without it PostgreSQL hashed every
+            # app's artifacts to find these few (SPEC §18).
+            RestorePoint.objects.filter(
+                change_set_id__in=[s.id for s in sets],
+                artifact__app_id__in={s.app_id for s in sets},
+            )
             .order_by("change_set_id", "created_on", "id")
             .values_list("change_set_id", "artifact__name")
         )
