@@ -1,0 +1,116 @@
+"""Every query of the panel's pages is bounded by the app (SPEC §18), read off PostgreSQL's own
+plans: with sequential scans priced out, a plan that still reads a whole table of the engine's
+(every app's blobs, artifacts, points or sets) has no index that narrows it to the app's rows.
+
+The big database of ``tests/perf/bench_scale.py`` shows what such a plan costs; this is the
+small version of that property, for every page the benchmark times and a few more.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from versions import services
+from versions.models import App
+from versions.views.diffs import clear_cache
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+# The engine's tables that grow with every app. (The apps list reads versions_app: it lists
+# every app, a page at a time.)
+GROWING = {
+    "versions_blob",
+    "versions_artifact",
+    "versions_restorepoint",
+    "versions_changeset",
+    "versions_releasemark",
+    "versions_deployment",
+    "versions_deploymententry",
+}
+
+
+def whole_table_reads(sql: str) -> list[str]:
+    """The growing tables the plan of ``sql`` reads whole, with sequential scans priced out."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
+        plan = cursor.fetchone()[0]
+        cursor.execute("SET LOCAL enable_seqscan = on")
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    found: list[str] = []
+
+    def walk(node: dict) -> None:
+        table = node.get("Relation Name", "")
+        if table in GROWING:
+            kind = node["Node Type"]
+            narrowed = "Index Cond" in node or kind == "Bitmap Heap Scan"
+            if kind == "Seq Scan" or (kind.startswith("Index") and not narrowed):
+                found.append(f"{kind} on {table}")
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return found
+
+
+def _app(slug: str) -> tuple[App, list[str]]:
+    app = App.objects.create(slug=slug, name=slug)
+    sets = []
+    for i in range(6):
+        for name in ("index", "about"):
+            receipt = services.write_artifact(
+                app,
+                "pltf_page",
+                name,
+                f"<p>{slug} {name} {i}</p>\n" * 30,
+                requested_by="agent",
+                tool="t",
+                run_id=f"run-{i}",
+            )
+        sets.append(receipt.change_set_id)
+    return app, sets
+
+
+def test_no_panel_page_reads_a_whole_table_of_every_apps_rows():
+    client = Client()
+    client.force_login(User.objects.create_superuser("boss", "b@example.com", "pw-123456"))
+    _app("other")
+    app, sets = _app("shop")
+    services.mark_release(sets[1], by="person")
+    services.restore_change_set(sets[-1], by="person")
+    base = f"/apps/{app.slug}/versions/"
+    urls = [
+        base,
+        f"{base}?q=index",
+        f"{base}points/",
+        f"{base}change-sets/{sets[-1]}/",
+        f"{base}since-release/",
+        reverse("versions:compare", args=[app.slug, f"{sets[0]}...{sets[-1]}"]),
+    ]
+    offenders = []
+    for url in urls:
+        clear_cache()
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url)
+        assert response.status_code == 200, (url, response.content[:300])
+        for query in captured.captured_queries:
+            sql = query["sql"]
+            if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+                continue
+            offenders += [f"{url}: {read} in {sql[:300]}" for read in whole_table_reads(sql)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_check_finds_a_whole_table_read():
+    # The helper itself: a query that no index narrows is found.
+    assert whole_table_reads("SELECT COUNT(*) FROM versions_restorepoint WHERE tool = 'x'") == [
+        "Seq Scan on versions_restorepoint"
+    ]
+    assert whole_table_reads("SELECT id FROM versions_restorepoint WHERE app_id = 1") == []
