@@ -19,7 +19,9 @@ In one run, on one database:
 - ``page_growth``: the worst, over the apps list, Change sets, Restore points, an expanded set
   and Since release, of the panel's own view (Django's test Client, a superuser signed in)
   with 2,000 apps × 100 points of other apps in the database over the same view with 30 (a
-  page of the apps list and a bit: a full page either way);
+  page of the apps list and a bit: a full page either way). The big database is a copy of the
+  small one with the bulk added, and the requests alternate between the two, so load drift on
+  a noisy machine hits both alike;
   the measured app is built through the services, the bulk with multi-row INSERTs (COPY on
   PostgreSQL), then ``ANALYZE``;
 - ``prune_vs_write``: on the big database, a write at the retention limit (it prunes a point)
@@ -250,16 +252,61 @@ def build_measured_app(slug: str) -> dict[str, str]:
     }
 
 
-def time_pages(client: Any, urls: dict[str, str]) -> dict[str, float]:
-    out = {}
+def clone_database() -> Any:
+    """A second database, a copy of the benchmark's as it is now (PostgreSQL: ``CREATE
+    DATABASE … TEMPLATE``; SQLite: the file), dropped at exit; returns a connection to it, to
+    put in place of the default one with :func:`use`."""
+    import atexit
+
+    from django.db import connection
+    from django.db.utils import load_backend
+
+    settings_dict = dict(connection.settings_dict)
+    name = str(settings_dict["NAME"])
+    connection.close()
+    if connection.vendor == "postgresql":
+        import psycopg
+        from _setup import _drop_database
+
+        url = os.environ["DATABASE_URL"]
+        copy = f"{name}_big"
+        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {copy} TEMPLATE {name}")
+        atexit.register(_drop_database, url.rsplit("/", 1)[0] + "/postgres", copy)
+    else:
+        copy = f"{name}-big"
+        shutil.copyfile(name, copy)
+    settings_dict["NAME"] = copy
+    backend = load_backend(str(settings_dict["ENGINE"]))
+    return backend.DatabaseWrapper(settings_dict, "default")
+
+
+def use(wrapper: Any) -> None:
+    """Make ``wrapper`` the default connection of this thread."""
+    from django.db import connections
+
+    connections["default"] = wrapper
+
+
+def time_pages_interleaved(
+    client: Any, urls: dict[str, str], small: Any, big: Any
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median ms of each page on the small and on the big database, requests alternating
+    between the two (load drift on a noisy machine hits both alike)."""
+    small_ms, big_ms = {}, {}
     for key, url in urls.items():
 
-        def get(url: str = url) -> None:
-            response = client.get(url)
-            assert response.status_code == 200, (url, response.status_code)
+        def get(db: Any, url: str = url) -> Callable[[int], None]:
+            def run(_i: int) -> None:
+                use(db)
+                response = client.get(url)
+                assert response.status_code == 200, (url, response.content[:300])
 
-        out[key] = median_of(get, PAGE_RUNS)
-    return out
+            return run
+
+        small_ms[key], big_ms[key] = interleaved([get(small), get(big)], n=PAGE_RUNS * 2)
+    return small_ms, big_ms
 
 
 def bulk_fill(apps: int, first: int = 0) -> float:
@@ -499,13 +546,18 @@ def main() -> None:
     # The small database holds a page and a bit of other apps, so the apps list compares a
     # full page with a full page: what the page costs, not how many cards fill it.
     bulk_fill(SMALL_APPS)
-    small = time_pages(client, urls)
-    print(f"small database ({SMALL_APPS} other apps):", {k: round(v, 2) for k, v in small.items()})
+    from django.db import connections
+
+    small_db = connections["default"]
+    big_db = clone_database()
+    use(big_db)
     seconds = bulk_fill(args.apps - SMALL_APPS, first=SMALL_APPS)
     print(f"bulk: {args.apps} apps × {BULK_POINTS} points in {seconds:.0f} s")
-    big = time_pages(client, urls)
+    small, big = time_pages_interleaved(client, urls, small_db, big_db)
+    print(f"small database ({SMALL_APPS} other apps):", {k: round(v, 2) for k, v in small.items()})
     print("big database:", {k: round(v, 2) for k, v in big.items()})
     growth = {k: big[k] / small[k] for k in urls}
+    use(big_db)
     below_ms, limit_ms = write_cost("write-below", "write-limit")
     print(f"write below the limit {below_ms:.2f} ms, at the limit {limit_ms:.2f} ms")
     print(
