@@ -163,8 +163,10 @@ class Blob(models.Model):
             # Covers the size and length lookups of a restore, so they never read the bytes
             # (SQLite keeps columns after ``data`` behind its overflow pages).
             models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
-            # The sweep's "does a delta still need this full copy?" check.
-            models.Index(fields=["base"], name="blob_base"),
+            # The sweep's "does a delta still need this full copy?" check. Partial: full copies
+            # (base null, most rows) are not in it, so SQLite's planner, which counts rows per
+            # value, no longer takes it for unselective and scans every app's blobs instead.
+            models.Index(fields=["base"], name="blob_base", condition=Q(base__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(
