@@ -45,6 +45,7 @@ from versions.api.schemas import (
     RollbackIn,
     WriteIn,
     WriteReceiptOut,
+    path_parameter_rules,
 )
 from versions.errors import PreconditionFailed, StaleWrite
 from versions.models import ChangeSet
@@ -64,6 +65,22 @@ IF_NONE_MATCH_EXISTS = (
     "only creates. Nothing was written."
 )
 DIFF_MEDIA_TYPE = "text/x-diff; charset=utf-8"
+# What each error status means, in the OpenAPI document (every answer is a problem+json).
+ERROR_MEANINGS = {
+    "400": "A value breaks a rule the services check (collection, name, source, lengths, "
+    "control characters, an expected key or hash): error invalid_input, with field, in words. "
+    "A NUL in source is one (capture names its position).",
+    "401": "No valid agent token (Authorization: Bearer <token>).",
+    "403": "The token may not reach this app, or lacks the permission.",
+    "404": "No such app, artifact, set, point, deployment or ref (an id of the wrong form "
+    "names nothing).",
+    "409": "A stale write (current_sha256), a refused pre-flight (its findings) or a conflict.",
+    "412": "An If-Match or If-None-Match precondition does not hold (current_sha256).",
+    "413": "The body or the source is larger than the server accepts.",
+    "422": "The request is not of the documented shape: a wrong JSON type, a missing field, or "
+    "a NUL or unpaired surrogate in an id, hash, ref, note or expected key "
+    "(error validation_error, with details); also a route spec that does not parse.",
+}
 
 
 class _Utf8Json(JSONRenderer):
@@ -92,12 +109,21 @@ class _VersionsApi(NinjaAPI):
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(*args, **kwargs)
+        path_rules = path_parameter_rules()
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
+                for parameter in operation.get("parameters") or ():
+                    if parameter.get("in") == "path" and parameter["name"] in path_rules:
+                        parameter["schema"] = {
+                            "title": parameter["schema"].get("title", parameter["name"]),
+                            **path_rules[parameter["name"]],
+                        }
                 for status, answer in (operation.get("responses") or {}).items():
                     content = answer.get("content") or {}
                     if str(status).startswith(("4", "5")) and "application/json" in content:
                         content["application/problem+json"] = content.pop("application/json")
+                    if str(status) in ERROR_MEANINGS:
+                        answer["description"] = ERROR_MEANINGS[str(status)]
         return schema
 
 
