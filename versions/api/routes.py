@@ -335,6 +335,12 @@ def _create_only(request: HttpRequest, app: Any, collection: str, name: str) -> 
     return create_only
 
 
+# A failed If-Match / If-None-Match is answered only after the service has checked the write's
+# input (a bad value is a 400 whatever the headers say): it runs with this expected hash, which
+# no artifact has and which no artifact's absence matches, and its stale write becomes the 412.
+_MATCHES_NOTHING = "precondition-failed"
+
+
 def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> StaleWrite:
     """A stale write that only an ``If-Match`` header asked for is a failed precondition."""
     if if_match and explicit is None:
@@ -363,10 +369,15 @@ def put_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=services.WRITE)
     _validate_target(collection, name)
-    pinned, if_match = _expected_from_if_match(request, app, collection, name)
-    if _create_only(request, app, collection, name):
-        pinned, if_match = "", True
-    expected = body.expected_sha256 if body.expected_sha256 is not None else pinned
+    try:
+        pinned, if_match = _expected_from_if_match(request, app, collection, name)
+        if _create_only(request, app, collection, name):
+            pinned, if_match = "", True
+        failed = None
+    except ApiError as exc:
+        pinned, if_match, failed = _MATCHES_NOTHING, True, exc
+    explicit = body.expected_sha256 if failed is None else None
+    expected = explicit if explicit is not None else pinned
     try:
         receipt = services.write_artifact(
             app,
@@ -382,7 +393,7 @@ def put_artifact(
             message=body.message,
         )
     except StaleWrite as exc:
-        raise _precondition(exc, if_match, body.expected_sha256)
+        raise failed or _precondition(exc, if_match, explicit)
     response["ETag"] = f'"{receipt.sha256}"'
     created = not receipt.unchanged and receipt.previous_sha256 == ""
     return (201 if created else 200), receipt.as_dict()
@@ -405,8 +416,13 @@ def delete_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=services.WRITE)
     _validate_target(collection, name)
-    pinned, if_match = _expected_from_if_match(request, app, collection, name)
-    expected = params.expected_sha256 if params.expected_sha256 is not None else pinned
+    try:
+        pinned, if_match = _expected_from_if_match(request, app, collection, name)
+        failed = None
+    except ApiError as exc:
+        pinned, if_match, failed = _MATCHES_NOTHING, True, exc
+    explicit = params.expected_sha256 if failed is None else None
+    expected = explicit if explicit is not None else pinned
     try:
         receipt = services.delete_artifact(
             app,
@@ -421,7 +437,7 @@ def delete_artifact(
             message=params.message,
         )
     except StaleWrite as exc:
-        raise _precondition(exc, if_match, params.expected_sha256)
+        raise failed or _precondition(exc, if_match, explicit)
     return 200, receipt.as_dict()
 
 

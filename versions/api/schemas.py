@@ -168,6 +168,7 @@ EXPECTED_DESCRIPTION = (
 )
 NOTE_DESCRIPTION = "At most 500 characters; white space is folded to single spaces."
 NOTE_RULES = _rules(pattern=note_pattern)
+DRY_RUN_DESCRIPTION = "true: change nothing, answer what it would do (a JSON boolean)."
 NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
 
@@ -411,7 +412,7 @@ class ChangeSetDetail(ChangeSetSummary):
 
 
 class RestoreSetIn(_JsonObject):
-    dry_run: bool = False
+    dry_run: bool = Field(False, strict=True, description=DRY_RUN_DESCRIPTION)
     expected: dict[str, str] | None = Field(
         None,
         description=EXPECTED_DESCRIPTION,
@@ -428,7 +429,7 @@ class RestoreSetIn(_JsonObject):
 
 
 class RestorePointIn(_JsonObject):
-    dry_run: bool = False
+    dry_run: bool = Field(False, strict=True, description=DRY_RUN_DESCRIPTION)
     expected_sha256: str | None = Field(
         None,
         description='The artifact\'s sha256 you reviewed as "now" ("" for absent).',
@@ -505,7 +506,7 @@ class PromoteIn(_JsonObject):
     expected: dict[str, str] | None = Field(
         None, description=EXPECTED_DESCRIPTION, json_schema_extra=_expected_rules
     )
-    dry_run: bool = False
+    dry_run: bool = Field(False, strict=True, description=DRY_RUN_DESCRIPTION)
 
     @field_validator("ref", "note")
     @classmethod
