@@ -215,3 +215,15 @@ def test_nul_answers_422_in_an_id_or_hash_and_400_naming_its_position_in_source(
     assert response.json()["field"] == "source"
     assert "position 2" in response.json()["message"]
     assert not Artifact.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["AAA", "g" * 64, "a" * 63, "a" * 64 + "\n"])
+def test_an_expected_sha256_that_is_not_a_hash_answers_422_even_with_a_failed_if_match(api, value):
+    api.put(f"{ART}/pltf_page/a", {"source": "1"})
+    for headers in ({}, {"If-Match": '"nope"'}):
+        response = api.put(f"{ART}/pltf_page/a", {"source": "2", "expected_sha256": value}, headers)
+        assert response.status_code == 422, (value, headers)
+        assert response.json()["message"] == "body.expected_sha256: " + schemas.NOT_A_SHA256
+        gone = api.delete(f"{ART}/pltf_page/a", headers, expected_sha256=value)
+        assert gone.status_code == 422
+    assert Artifact.objects.get(name="a").sha256 == hashlib.sha256(b"1").hexdigest()

@@ -514,8 +514,8 @@ def get_restore_point(request: HttpRequest, point_id: str) -> Any:
 # --- restore: one flow for a set, a point and the release ----------------------------------
 
 # Every field of a restore body is optional, so a request with no body is a plain restore.
-_NO_BODY_SET = RestoreSetIn(expected=None)
-_NO_BODY_POINT = RestorePointIn(expected_sha256=None)
+_NO_BODY_SET = RestoreSetIn(dry_run=False, expected=None)
+_NO_BODY_POINT = RestorePointIn(dry_run=False, expected_sha256=None)
 
 
 def _restore(

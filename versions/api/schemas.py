@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from typing import Any
 
@@ -169,8 +170,19 @@ EXPECTED_DESCRIPTION = (
 NOTE_DESCRIPTION = "At most 500 characters; white space is folded to single spaces."
 NOTE_RULES = _rules(pattern=note_pattern)
 DRY_RUN_DESCRIPTION = "true: change nothing, answer what it would do (a JSON boolean)."
+NOT_A_SHA256 = (
+    'expected_sha256 must be a sha256 (64 hex digits, any case) or "" for "it must not exist yet".'
+)
 NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
+
+
+def _sha256_form(value: str | None) -> str | None:
+    """A write's expected_sha256 has the form the document states (a NUL, a lone surrogate or
+    any other text is not a hash: 422, before any precondition is looked at)."""
+    if value is not None and not re.fullmatch(SHA256_PATTERN[1:-1], value):
+        raise ValueError(NOT_A_SHA256)
+    return value
 
 
 def _clean_text(value: str | None, field: str) -> str | None:
@@ -279,6 +291,11 @@ class WriteIn(_JsonObject):
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
         return _clean_text(value, info.field_name)
 
+    @field_validator("expected_sha256")
+    @classmethod
+    def _a_sha256(cls, value: str | None) -> str | None:
+        return _sha256_form(value)
+
 
 class DescribeIn(_JsonObject):
     """The body of PATCH /change-sets/{id}: the set's message."""
@@ -308,6 +325,11 @@ class DeleteQuery(Schema):
     @classmethod
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
         return _clean_text(value, info.field_name)
+
+    @field_validator("expected_sha256")
+    @classmethod
+    def _a_sha256(cls, value: str | None) -> str | None:
+        return _sha256_form(value)
 
 
 class ChangeSetSummary(Schema):
@@ -497,9 +519,7 @@ class PromoteIn(_JsonObject):
     """Promote a state to production (SPEC §13). ``ref``: draft (default), a set, a point or a
     deployment; ``expected``: "collection/name" → the sha256 you reviewed in the draft."""
 
-    ref: str = Field(
-        "draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN}
-    )
+    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
     note: str = Field(
         "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
     )
