@@ -106,6 +106,11 @@ def _where(loc: Any) -> list[str]:
     return parts
 
 
+def _words(msg: str) -> str:
+    """A validator's message as we wrote it, without pydantic's "Value error, " prefix."""
+    return msg.removeprefix("Value error, ")
+
+
 def install(api: NinjaAPI) -> None:
     """Register every handler on ``api``."""
 
@@ -133,7 +138,7 @@ def install(api: NinjaAPI) -> None:
 
     def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         details = [
-            {"loc": _where(err.get("loc", ())), "msg": str(err.get("msg", ""))}
+            {"loc": _where(err.get("loc", ())), "msg": _words(str(err.get("msg", "")))}
             for err in exc.errors
         ]
         first = details[0] if details else {"loc": [], "msg": "invalid"}

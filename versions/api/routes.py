@@ -45,6 +45,7 @@ from versions.api.schemas import (
     RollbackIn,
     WriteIn,
     WriteReceiptOut,
+    path_parameter_rules,
 )
 from versions.errors import PreconditionFailed, StaleWrite
 from versions.models import ChangeSet
@@ -64,6 +65,22 @@ IF_NONE_MATCH_EXISTS = (
     "only creates. Nothing was written."
 )
 DIFF_MEDIA_TYPE = "text/x-diff; charset=utf-8"
+# What each error status means, in the OpenAPI document (every answer is a problem+json).
+ERROR_MEANINGS = {
+    "400": "A value breaks a rule the services check (collection, name, source, lengths, "
+    "control characters, an expected key or hash): error invalid_input, with field, in words. "
+    "A NUL in source is one (capture names its position).",
+    "401": "No valid agent token (Authorization: Bearer <token>).",
+    "403": "The token may not reach this app, or lacks the permission.",
+    "404": "No such app, artifact, set, point, deployment or ref (an id of the wrong form "
+    "names nothing).",
+    "409": "A stale write (current_sha256), a refused pre-flight (its findings) or a conflict.",
+    "412": "An If-Match or If-None-Match precondition does not hold (current_sha256).",
+    "413": "The body or the source is larger than the server accepts.",
+    "422": "The request is not of the documented shape: a wrong JSON type, a missing field, or "
+    "a NUL or unpaired surrogate in an id, hash, ref, note or expected key "
+    "(error validation_error, with details); also a route spec that does not parse.",
+}
 
 
 class _Utf8Json(JSONRenderer):
@@ -92,12 +109,21 @@ class _VersionsApi(NinjaAPI):
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(*args, **kwargs)
+        path_rules = path_parameter_rules()
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
+                for parameter in operation.get("parameters") or ():
+                    if parameter.get("in") == "path" and parameter["name"] in path_rules:
+                        parameter["schema"] = {
+                            "title": parameter["schema"].get("title", parameter["name"]),
+                            **path_rules[parameter["name"]],
+                        }
                 for status, answer in (operation.get("responses") or {}).items():
                     content = answer.get("content") or {}
                     if str(status).startswith(("4", "5")) and "application/json" in content:
                         content["application/problem+json"] = content.pop("application/json")
+                    if str(status) in ERROR_MEANINGS:
+                        answer["description"] = ERROR_MEANINGS[str(status)]
         return schema
 
 
@@ -309,6 +335,12 @@ def _create_only(request: HttpRequest, app: Any, collection: str, name: str) -> 
     return create_only
 
 
+# A failed If-Match / If-None-Match is answered only after the service has checked the write's
+# input (a bad value is a 400 whatever the headers say): it runs with this expected hash, which
+# no artifact has and which no artifact's absence matches, and its stale write becomes the 412.
+_MATCHES_NOTHING = "precondition-failed"
+
+
 def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> StaleWrite:
     """A stale write that only an ``If-Match`` header asked for is a failed precondition."""
     if if_match and explicit is None:
@@ -337,10 +369,15 @@ def put_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=services.WRITE)
     _validate_target(collection, name)
-    pinned, if_match = _expected_from_if_match(request, app, collection, name)
-    if _create_only(request, app, collection, name):
-        pinned, if_match = "", True
-    expected = body.expected_sha256 if body.expected_sha256 is not None else pinned
+    try:
+        pinned, if_match = _expected_from_if_match(request, app, collection, name)
+        if _create_only(request, app, collection, name):
+            pinned, if_match = "", True
+        failed = None
+    except ApiError as exc:
+        pinned, if_match, failed = _MATCHES_NOTHING, True, exc
+    explicit = body.expected_sha256 if failed is None else None
+    expected = explicit if explicit is not None else pinned
     try:
         receipt = services.write_artifact(
             app,
@@ -356,7 +393,7 @@ def put_artifact(
             message=body.message,
         )
     except StaleWrite as exc:
-        raise _precondition(exc, if_match, body.expected_sha256)
+        raise failed or _precondition(exc, if_match, explicit)
     response["ETag"] = f'"{receipt.sha256}"'
     created = not receipt.unchanged and receipt.previous_sha256 == ""
     return (201 if created else 200), receipt.as_dict()
@@ -379,8 +416,13 @@ def delete_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=services.WRITE)
     _validate_target(collection, name)
-    pinned, if_match = _expected_from_if_match(request, app, collection, name)
-    expected = params.expected_sha256 if params.expected_sha256 is not None else pinned
+    try:
+        pinned, if_match = _expected_from_if_match(request, app, collection, name)
+        failed = None
+    except ApiError as exc:
+        pinned, if_match, failed = _MATCHES_NOTHING, True, exc
+    explicit = params.expected_sha256 if failed is None else None
+    expected = explicit if explicit is not None else pinned
     try:
         receipt = services.delete_artifact(
             app,
@@ -395,7 +437,7 @@ def delete_artifact(
             message=params.message,
         )
     except StaleWrite as exc:
-        raise _precondition(exc, if_match, params.expected_sha256)
+        raise failed or _precondition(exc, if_match, explicit)
     return 200, receipt.as_dict()
 
 
@@ -472,8 +514,8 @@ def get_restore_point(request: HttpRequest, point_id: str) -> Any:
 # --- restore: one flow for a set, a point and the release ----------------------------------
 
 # Every field of a restore body is optional, so a request with no body is a plain restore.
-_NO_BODY_SET = RestoreSetIn(expected=None)
-_NO_BODY_POINT = RestorePointIn(expected_sha256=None)
+_NO_BODY_SET = RestoreSetIn(dry_run=False, expected=None)
+_NO_BODY_POINT = RestorePointIn(dry_run=False, expected_sha256=None)
 
 
 def _restore(

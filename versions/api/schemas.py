@@ -2,50 +2,187 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import functools
+import re
+import unicodedata
+from typing import Any
 
 from ninja import Field, Schema
-from pydantic import field_validator
+from ninja.schema import DjangoGetter
+from pydantic import field_validator, model_validator
 
 from versions.models import COLLECTIONS
 
 PER_PAGE_DEFAULT = 50
 PER_PAGE_MAX = 200
-# What the OpenAPI document states of each value (the services check the same in words).
+ID_MAX = 200
+MESSAGE_MAX = 2000
+NAME_MAX = 200
+NOTE_MAX = 500
+
+# What the OpenAPI document states of each value: the same rules the services check and answer
+# in words (400 with the field; 404 for an id or slug of the wrong form, which names nothing).
+# A value the document allows is never refused for its form.
 SHA256_PATTERN = r"^([0-9a-fA-F]{64})?$"
 SHA256_DESCRIPTION = (
     'The sha256 you last read (hex, any case); "" means the artifact must not exist yet. '
     "Refused as a stale write (409, with current_sha256) when it is not the current one."
 )
-ID_MAX = 200
-# Text no database stores (NUL, lone surrogates) or that is a control character: refused.
-TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
-# A message may hold newlines and tabs, no other control character.
-MESSAGE_PATTERN = "^[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*$"
-MESSAGE_RULES: dict[str, Any] = {"maxLength": 2000, "pattern": MESSAGE_PATTERN}
-# What a restore's ``expected`` maps: "collection/name" → a sha256 ("" for absent).
-EXPECTED_RULES: dict[str, Any] = {
-    "propertyNames": {"pattern": "^pltf_[a-z_]+/[^/]+$"},
-    "additionalProperties": {"type": "string", "pattern": "^([0-9a-fA-F]{64})?$"},
-}
-ID_RULES: dict[str, Any] = {"maxLength": ID_MAX, "pattern": TEXT_PATTERN}
-MESSAGE_MAX = 2000
+SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
+SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+DEPLOYMENT_ID_PATTERN = r"^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
+REF_MAX = 64
+# An expected hash of a restore or promotion: hex, compared with the current sha256 (any case);
+# "" for "absent", anything else simply is not the current hash (a finding: 409).
+EXPECTED_SHA_PATTERN = r"^[0-9a-fA-F]{0,64}$"
 
-# Rules given as json_schema_extra are stated in the OpenAPI document while the services check
-# them and answer in words (400, with the field), as for every other write input.
+
+def _escape(code: int) -> str:
+    # BMP characters as \\uXXXX (ECMA-262 and Python read it alike); others as themselves.
+    return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
+
+
+@functools.cache
+def _char_class(categories: tuple[str, ...], keep: str = "") -> str:
+    """A regex character-class body matching every character of ``categories`` but ``keep``
+    (computed once, from the same Unicode tables the services check with).
+
+    Lone surrogates are left out: validators built on Rust's regex cannot compile them, and
+    they are not UTF-8 text, so they only arrive escaped in JSON ("\\ud800"); the API refuses
+    them in words (422 in ids, hashes and keys; 400 in source, message and names)."""
+    parts = []
+    start = None
+    for code in range(0x110001):
+        inside = (
+            code <= 0x10FFFF
+            and not 0xD800 <= code <= 0xDFFF
+            and unicodedata.category(chr(code)) in categories
+            and chr(code) not in keep
+        )
+        if inside and start is None:
+            start = code
+        elif not inside and start is not None:
+            last = code - 1
+            parts.append(_escape(start) if start == last else f"{_escape(start)}-{_escape(last)}")
+            start = None
+    return "".join(parts)
+
+
+def text_pattern() -> str:
+    """ids, tool names, requested_by: no control character and no lone surrogate."""
+    return f"^[^{_char_class(('Cc', 'Cs'))}]*$"
+
+
+def message_pattern() -> str:
+    """A turn's message: newline and tab, no other control character, no lone surrogate."""
+    return f"^[^{_char_class(('Cc', 'Cs'), keep=chr(10) + chr(9))}]*$"
+
+
+def note_pattern() -> str:
+    """A deployment note: white space of any kind (it is folded to single spaces), no other
+    control character, no lone surrogate."""
+    spaces = "".join(chr(c) for c in range(0xA0) if chr(c).isspace())
+    return f"^[^{_char_class(('Cc', 'Cs'), keep=spaces)}]*$"
+
+
+def source_pattern() -> str:
+    """A source: any text but NUL and lone surrogates (no database stores them as text)."""
+    return "^[^\\u0000]*$"
+
+
+def _name_body() -> str:
+    bad = "/" + _char_class(("Cc", "Cf", "Cs", "Zl", "Zp"))
+    return f"[^{bad}]*[^{bad}\\s][^{bad}]*"
+
+
+def name_pattern() -> str:
+    """An artifact name (SPEC §3): not only spaces, no "/", no control or format character."""
+    return f"^{_name_body()}$"
+
+
+def expected_key_pattern() -> str:
+    """A key of ``expected``: "collection/name", a known collection and a name (1-200)."""
+    return f"^({'|'.join(COLLECTIONS)})/(?=[^/]{{1,{NAME_MAX}}}$){_name_body()}$"
+
+
+def _rules(**rules: Any) -> Any:
+    """``json_schema_extra`` stating ``rules`` (a callable value is computed when the document
+    is generated, so the Unicode tables are read only by whoever asks for the document)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        target = schema
+        for option in schema.get("anyOf", ()):  # an optional field: state it on the string
+            if option.get("type") == "string":
+                target = option
+        target.update({k: v() if callable(v) else v for k, v in rules.items()})
+
+    return extra
+
+
+ID_RULES = _rules(maxLength=ID_MAX, pattern=text_pattern)
+MESSAGE_RULES = _rules(maxLength=MESSAGE_MAX, pattern=message_pattern)
+SHA256_RULES = _rules(pattern=SHA256_PATTERN)
+
+
+def _expected_rules(schema: dict[str, Any]) -> None:
+    """What ``expected`` maps: "collection/name" → the sha256 reviewed ("" for absent)."""
+    rules = {
+        "propertyNames": {"pattern": expected_key_pattern()},
+        "additionalProperties": {"type": "string", "pattern": EXPECTED_SHA_PATTERN},
+    }
+    for option in schema.get("anyOf", ()):
+        if option.get("type") == "object":
+            option.update(rules)
+
+
+# The path's parameters, stated in the document (see _VersionsApi); the services check them.
+def path_parameter_rules() -> dict[str, dict[str, Any]]:
+    """The schema of each path parameter by name."""
+    return {
+        "slug": {"type": "string", "pattern": SLUG_PATTERN, "maxLength": 50},
+        "collection": {"type": "string", "enum": list(COLLECTIONS)},
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": NAME_MAX,
+            "pattern": name_pattern(),
+        },
+        "set_id": {"type": "string", "pattern": SET_ID_PATTERN},
+        "point_id": {"type": "string", "pattern": POINT_ID_PATTERN},
+    }
 
 
 MESSAGE_DESCRIPTION = (
     "What you were asked or did, like a commit message: at most 2,000 characters, no control "
     "characters but newline and tab. The change set keeps the first message its writes give."
 )
-Collection = Literal[COLLECTIONS]  # type: ignore[valid-type]
-NAME_PATTERN = r"^[^/]{1,200}$"
-REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
-SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
-POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
-SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
+SOURCE_DESCRIPTION = (
+    "The whole new source text: no NUL and no unpaired surrogate (400, naming the position), "
+    "at most VERSIONS_MAX_WRITE_BYTES bytes as UTF-8 (10 MiB unless the server sets it; 413 "
+    "over it)."
+)
+EXPECTED_DESCRIPTION = (
+    '"collection/name" → the sha256 you reviewed as "now" ("" for absent). A key that names '
+    "no artifact of the restore is ignored; an artifact whose hash differs is a finding (409)."
+)
+NOTE_DESCRIPTION = "At most 500 characters; white space is folded to single spaces."
+NOTE_RULES = _rules(pattern=note_pattern)
+DRY_RUN_DESCRIPTION = "true: change nothing, answer what it would do (a JSON boolean)."
+NOT_A_SHA256 = (
+    'expected_sha256 must be a sha256 (64 hex digits, any case) or "" for "it must not exist yet".'
+)
+NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
+
+
+def _sha256_form(value: str | None) -> str | None:
+    """A write's expected_sha256 has the form the document states (a NUL, a lone surrogate or
+    any other text is not a hash: 422, before any precondition is looked at)."""
+    if value is not None and not re.fullmatch(SHA256_PATTERN[1:-1], value):
+        raise ValueError(NOT_A_SHA256)
+    return value
 
 
 def _clean_text(value: str | None, field: str) -> str | None:
@@ -55,6 +192,19 @@ def _clean_text(value: str | None, field: str) -> str | None:
     if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
         raise ValueError(BAD_TEXT.format(field=field))
     return value
+
+
+class _JsonObject(Schema):
+    """A request body: a JSON object. (django-ninja would read any other JSON value, such as
+    ``[null]`` or ``5``, as an object of defaults.)"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        # ninja hands the value over wrapped in its attribute getter.
+        if not isinstance(data._obj if isinstance(data, DjangoGetter) else data, dict):
+            raise ValueError(NOT_AN_OBJECT)
+        return data
 
 
 class ErrorOut(Schema):
@@ -119,12 +269,14 @@ class ArtifactOut(ArtifactSummary):
     source: str
 
 
-class WriteIn(Schema):
+class WriteIn(_JsonObject):
     """The body of a write. ``expected_sha256`` "" means "it must not exist yet"."""
 
-    source: str = Field(description="The whole new source text (UTF-8, no NUL).")
+    source: str = Field(
+        description=SOURCE_DESCRIPTION, json_schema_extra=_rules(pattern=source_pattern)
+    )
     expected_sha256: str | None = Field(
-        None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
+        None, description=SHA256_DESCRIPTION, json_schema_extra=SHA256_RULES
     )
     requested_by: str | None = Field(None, description="Who asked.", json_schema_extra=ID_RULES)
     tool: str | None = Field(None, description="Which tool writes.", json_schema_extra=ID_RULES)
@@ -139,8 +291,13 @@ class WriteIn(Schema):
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
         return _clean_text(value, info.field_name)
 
+    @field_validator("expected_sha256")
+    @classmethod
+    def _a_sha256(cls, value: str | None) -> str | None:
+        return _sha256_form(value)
 
-class DescribeIn(Schema):
+
+class DescribeIn(_JsonObject):
     """The body of PATCH /change-sets/{id}: the set's message."""
 
     message: str = Field(description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES)
@@ -154,7 +311,7 @@ class DescribedOut(Schema):
 
 class DeleteQuery(Schema):
     expected_sha256: str | None = Field(
-        None, description=SHA256_DESCRIPTION, json_schema_extra={"pattern": SHA256_PATTERN}
+        None, description=SHA256_DESCRIPTION, json_schema_extra=SHA256_RULES
     )
     requested_by: str | None = Field(None, json_schema_extra=ID_RULES)
     tool: str | None = Field(None, json_schema_extra=ID_RULES)
@@ -168,6 +325,11 @@ class DeleteQuery(Schema):
     @classmethod
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
         return _clean_text(value, info.field_name)
+
+    @field_validator("expected_sha256")
+    @classmethod
+    def _a_sha256(cls, value: str | None) -> str | None:
+        return _sha256_form(value)
 
 
 class ChangeSetSummary(Schema):
@@ -271,12 +433,12 @@ class ChangeSetDetail(ChangeSetSummary):
     )
 
 
-class RestoreSetIn(Schema):
-    dry_run: bool = False
+class RestoreSetIn(_JsonObject):
+    dry_run: bool = Field(False, strict=True, description=DRY_RUN_DESCRIPTION)
     expected: dict[str, str] | None = Field(
         None,
-        description='"collection/name" → the sha256 you reviewed as "now".',
-        json_schema_extra=EXPECTED_RULES,
+        description=EXPECTED_DESCRIPTION,
+        json_schema_extra=_expected_rules,
     )
 
     @field_validator("expected")
@@ -288,10 +450,12 @@ class RestoreSetIn(Schema):
         return value
 
 
-class RestorePointIn(Schema):
-    dry_run: bool = False
+class RestorePointIn(_JsonObject):
+    dry_run: bool = Field(False, strict=True, description=DRY_RUN_DESCRIPTION)
     expected_sha256: str | None = Field(
-        None, description='The artifact\'s sha256 you reviewed as "now".'
+        None,
+        description='The artifact\'s sha256 you reviewed as "now" ("" for absent).',
+        json_schema_extra=_rules(pattern=EXPECTED_SHA_PATTERN),
     )
 
     @field_validator("expected_sha256")
@@ -340,7 +504,7 @@ class HistoryQuery(Schema):
 class AtQuery(Schema):
     at: str | None = Field(
         None,
-        json_schema_extra={"pattern": REF_PATTERN},
+        json_schema_extra=_rules(pattern=REF_PATTERN, maxLength=REF_MAX),
         description=(
             "Read the source at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
             "(just before that point). production and dp_… need environments (404 for now)."
@@ -351,14 +515,18 @@ class AtQuery(Schema):
 ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 413, 422), ErrorOut)
 
 
-class PromoteIn(Schema):
+class PromoteIn(_JsonObject):
     """Promote a state to production (SPEC §13). ``ref``: draft (default), a set, a point or a
     deployment; ``expected``: "collection/name" → the sha256 you reviewed in the draft."""
 
-    ref: str = Field("draft", max_length=64)
-    note: str = Field("", max_length=500)
-    expected: dict[str, str] | None = Field(None, json_schema_extra=EXPECTED_RULES)
-    dry_run: bool = False
+    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
+    note: str = Field(
+        "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
+    )
+    expected: dict[str, str] | None = Field(
+        None, description=EXPECTED_DESCRIPTION, json_schema_extra=_expected_rules
+    )
+    dry_run: bool = Field(False, strict=True, description=DRY_RUN_DESCRIPTION)
 
     @field_validator("ref", "note")
     @classmethod
@@ -366,13 +534,15 @@ class PromoteIn(Schema):
         return _clean_text(value, info.field_name) or ""
 
 
-class RollbackIn(Schema):
+class RollbackIn(_JsonObject):
     """Roll production back to an earlier deployment (``to``; default the one before)."""
 
     to: str | None = Field(
-        None, max_length=64, json_schema_extra={"pattern": "^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"}
+        None, max_length=REF_MAX, json_schema_extra=_rules(pattern=DEPLOYMENT_ID_PATTERN)
     )
-    note: str = Field("", max_length=500)
+    note: str = Field(
+        "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
+    )
 
     @field_validator("to", "note")
     @classmethod

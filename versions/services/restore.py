@@ -31,7 +31,7 @@ from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor, principal
-from versions.services.validation import validate_optional_id
+from versions.services.validation import validate_collection, validate_name, validate_optional_id
 
 NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
 NOOP_POINT_MESSAGE = (
@@ -46,8 +46,12 @@ EXPECTED_NOT_MAPPING = (
     "expected must map “collection/name” to the sha256 you reviewed as now, "
     'e.g. {"pltf_page/index": "<sha256>"}.'
 )
-EXPECTED_BAD_KEY = "expected has a key “{key}” that is not of the form “collection/name”."
-EXPECTED_BAD_VALUE = 'expected[“{key}”] must be a sha256 text ("" for absent).'
+EXPECTED_BAD_KEY = (
+    "expected has a key “{key}” that is not of the form “collection/name” (a known collection "
+    "and an artifact name), so it can name no artifact."
+)
+EXPECTED_BAD_VALUE = 'expected[“{key}”] must be a sha256 in hex ("" for absent).'
+_HEX = "0123456789abcdefABCDEF"
 
 # Pre-flight findings, one reason in words per failing artifact.
 FINDING_NOT_STORED = (
@@ -257,12 +261,18 @@ def _short(sha: str) -> str:
 
 
 def _expected_key(key: object) -> tuple[str, str]:
-    if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key):
-        return key[0], key[1]
-    if isinstance(key, str) and "/" in key:
-        collection, name = key.split("/", 1)
-        return collection, name
-    raise InvalidInput(EXPECTED_BAD_KEY.format(key=key), field="expected")
+    """``(collection, name)`` of an ``expected`` key: a known collection and a name artifacts
+    may have (SPEC §3), else a key that can name no artifact, refused in words."""
+    parts: tuple[object, ...] = ()
+    if isinstance(key, tuple) and len(key) == 2:
+        parts = key
+    elif isinstance(key, str) and "/" in key:
+        parts = tuple(key.split("/", 1))
+    try:
+        collection, name = parts
+        return validate_collection(collection), validate_name(name)
+    except (ValueError, InvalidInput):
+        raise InvalidInput(EXPECTED_BAD_KEY.format(key=key), field="expected") from None
 
 
 def normalise_expected(expected: object) -> dict[tuple[str, str], str] | None:
@@ -277,9 +287,10 @@ def normalise_expected(expected: object) -> dict[tuple[str, str], str] | None:
         raise InvalidInput(EXPECTED_NOT_MAPPING, field="expected")
     result: dict[tuple[str, str], str] = {}
     for key, value in expected.items():
-        if not isinstance(value, str) or len(value) > 64:
+        if not isinstance(value, str) or len(value) > 64 or value.strip(_HEX):
             raise InvalidInput(EXPECTED_BAD_VALUE.format(key=key), field="expected")
-        result[_expected_key(key)] = value
+        # Hashes are compared case-insensitively (SPEC §15), as a write's expected_sha256 is.
+        result[_expected_key(key)] = value.lower()
     return result
 
 
@@ -938,10 +949,12 @@ def restore_point(
     reviewed hash instead of ``expected_sha256``.
     """
     by = validate_optional_id(_by(by, actor), "by")
-    if expected_sha256 is not None and (
-        not isinstance(expected_sha256, str) or len(expected_sha256) > 64
-    ):
-        raise InvalidInput(EXPECTED_BAD_VALUE.format(key="expected_sha256"), field="expected")
+    if expected_sha256 is not None:
+        if not isinstance(expected_sha256, str) or len(expected_sha256) > 64:
+            raise InvalidInput(EXPECTED_BAD_VALUE.format(key="expected_sha256"), field="expected")
+        if expected_sha256.strip(_HEX):
+            raise InvalidInput(EXPECTED_BAD_VALUE.format(key="expected_sha256"), field="expected")
+        expected_sha256 = expected_sha256.lower()
     row = (
         RestorePoint.objects.filter(id=point_id)
         .values_list(
