@@ -61,6 +61,9 @@ MIDDLEWARE = [
     # Outermost, so every answer under /apps/<slug>/ is sandboxed: Django's 404s and redirects
     # too (SPEC §17).
     "versions.live.sandbox_middleware",
+    # A NUL in the address answers 404 / 400 in words before anything reads it (PostgreSQL
+    # refuses NUL in text: it would be a 500).
+    "versions.nul_guard.nul_guard",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
