@@ -96,6 +96,12 @@ class Comparison:
         return f"{self.left.ref}{SEPARATOR}{self.right.ref}"
 
 
+def viewed_key(file: FileChange) -> str:
+    """What a "Viewed" mark of ``file`` names: its app, artifact and both states, so a mark
+    holds for these two states only (when either changes, the file is unread again)."""
+    return f"{file.artifact.app_id}:{file.artifact.pk}:{file.left.sha256}:{file.right.sha256}"
+
+
 def split_refs(refs: str) -> tuple[str, str]:
     """``a...b`` → (a, b), or ``NotFound`` in words."""
     left, sep, right = refs.partition(SEPARATOR)
