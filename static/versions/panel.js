@@ -79,7 +79,8 @@
   // (data-refresh="rows") sends the ids of its open rows (their heads come back open) and the
   // answer is merged in, not swapped: new rows come in at their place, rows that left go, a
   // closed row that changed is replaced, and an open row keeps its body — the receipt or the
-  // diff being read, a name being typed — with only its head replaced. Focus stays.
+  // diff being read, a name being typed — with only its head replaced. A row with a request
+  // of its own on the way is left to it. Focus stays.
   var justSwapped = null;
 
   function refreshing(el) {
@@ -131,7 +132,9 @@
       var row = document.importNode(source, true);
       localTimes(row);
       var current = row.id ? mine[row.id] : null;
-      if (current && current.classList.contains("expanded")) {
+      if (current && (current.hasAttribute("aria-busy") || current.querySelector("[aria-busy]"))) {
+        row = current;  // a request of its own is on its way (opening it, an action): left to it
+      } else if (current && current.classList.contains("expanded")) {
         var head = row.querySelector(".row-head");
         var oldHead = current.querySelector(".row-head");
         if (head && oldHead && !head.isEqualNode(oldHead)) replaced(oldHead, head);
