@@ -110,7 +110,7 @@ from versions.selectors.release import (
     release_set,
     since_release,
 )
-from versions.selectors.review import review_layout, viewed_keys
+from versions.selectors.review import ReviewState, review_layout, review_state, viewed_keys
 from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
 from versions.selectors.states import (
     ADDED,
@@ -129,7 +129,9 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "ReviewState",
     "review_layout",
+    "review_state",
     "viewed_keys",
     "APPS_PER_PAGE",
     "app_page",

@@ -115,19 +115,16 @@ def _first_points_after(artifacts: QuerySet[Artifact], moment: datetime) -> Quer
     """Each artifact's first restore point after ``moment``, in one query.
 
     An artifact's points are strictly ordered by time (captures lock the artifact row and
-    stamp each point after its last write), so the first one is well defined.
+    stamp each point after its last write), so the first one is well defined. It is looked up
+    once per artifact (one step down ``point_artifact_time``), however many points follow.
     """
     first = (
-        RestorePoint.objects.filter(artifact=OuterRef("artifact"), created_on__gt=moment)
+        RestorePoint.objects.filter(artifact=OuterRef("pk"), created_on__gt=moment)
         .order_by("created_on", "id")
         .values("id")[:1]
     )
-    return (
-        RestorePoint.objects.filter(artifact__in=artifacts.values("pk"), created_on__gt=moment)
-        .filter(id=Subquery(first))
-        .only(*_POINT_FIELDS)
-        .order_by()
-    )
+    firsts = artifacts.order_by().annotate(first_point=Subquery(first)).values("first_point")
+    return RestorePoint.objects.filter(id__in=firsts).only(*_POINT_FIELDS).order_by()
 
 
 def _state(artifact: Artifact, point: RestorePoint | None, moment: datetime) -> ArtifactState:

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from versions import diffing, services
 from versions.errors import InvalidInput, NotFound
-from versions.selectors import blob_sources, review_layout, viewed_keys
+from versions.selectors import blob_sources, review_state
 from versions.selectors import compare as comparing
 from versions.views._common import actor_of, app_of, int_param, is_fragment, panel_view, perms
 from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff, is_cached, pair_key
@@ -33,10 +33,9 @@ ADDED = "Added: it did not exist in the left state."
 REMOVED = "Removed: it does not exist in the right state."
 
 
-def layout_of(request: HttpRequest) -> str:
-    """``?layout=`` (then remembered for the person), else the remembered one, else unified."""
+def layout_of(request: HttpRequest, remembered: str) -> str:
+    """``?layout=`` (then remembered for the person), else the ``remembered`` one."""
     asked = request.GET.get("layout")
-    remembered = review_layout(request.user)
     if asked in LAYOUTS:
         if asked != remembered:
             try:
@@ -63,6 +62,7 @@ class FileView:
     viewed_key: str
     result: diffing.DiffResult | None = None
     page: diffing.DiffPage | None = None
+    url: str = ""  # this file's own address (its section, pages and expanders)
 
     @property
     def artifact(self) -> Any:
@@ -108,8 +108,9 @@ def load_sources(files: list[comparing.FileChange]) -> dict[str, bytes]:
 
 def file_view(
     file: comparing.FileChange,
-    viewed: set[str],
+    viewed: set[str] | frozenset[str],
     *,
+    url: str,
     inline: bool = True,
     page: int = 1,
     sources: dict[str, bytes] | None = None,
@@ -117,9 +118,9 @@ def file_view(
     key = viewed_key(file)
     seen = key in viewed
     if not file.available:
-        return FileView(file, "unknown", file.reason or "", seen, key)
+        return FileView(file, "unknown", file.reason or "", seen, key, url=url)
     if not inline:
-        return FileView(file, "lazy", "", seen, key)
+        return FileView(file, "lazy", "", seen, key, url=url)
     result = _result(file, sources)
     status = file.change
     message = ADDED if status == comparing.ADDED else REMOVED if status == "removed" else ""
@@ -127,7 +128,11 @@ def file_view(
     if result.hunk_count:
         number = min(max(1, page), result.num_pages(HUNKS_PER_PAGE))
         page_obj = result.page(number, HUNKS_PER_PAGE)
-    return FileView(file, status, message, seen, key, result, page_obj)
+    return FileView(file, status, message, seen, key, result, page_obj, url)
+
+
+def _file_url(cmp: comparing.Comparison, file: comparing.FileChange) -> str:
+    return reverse("versions:compare_file", args=[cmp.app.slug, cmp.spec, file.artifact.pk])
 
 
 def _comparison(request: HttpRequest, slug: str, refs: str) -> comparing.Comparison:
@@ -141,17 +146,19 @@ def _comparison(request: HttpRequest, slug: str, refs: str) -> comparing.Compari
 def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
     """The two states' differences, file by file."""
     cmp = _comparison(request, slug, refs)
-    viewed = viewed_keys(request.user, (viewed_key(f) for f in cmp.files))
+    prefs = review_state(request.user, (viewed_key(f) for f in cmp.files))
+    viewed = prefs.viewed
     sources = load_sources(cmp.files[:INLINE_FILES])
     files = [
-        file_view(f, viewed, inline=i < INLINE_FILES, sources=sources)
+        file_view(f, viewed, url=_file_url(cmp, f), inline=i < INLINE_FILES, sources=sources)
         for i, f in enumerate(cmp.files)
     ]
     ctx = {
         "app": cmp.app,
         "cmp": cmp,
         "files": files,
-        "layout": layout_of(request),
+        "layout": layout_of(request, prefs.layout),
+        "viewed_url": reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec]),
         "tab": "compare",
         "viewed_count": sum(1 for f in files if f.viewed),
         **perms(request, cmp.app),
@@ -184,9 +191,11 @@ def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -
     (``?page=``) or unchanged lines behind an expander (``?old=&new=&count=``)."""
     cmp = _comparison(request, slug, refs)
     file = _file(cmp, artifact_id)
-    layout = layout_of(request)
-    viewed = viewed_keys(request.user, [viewed_key(file)])
-    ctx: dict[str, Any] = {"app": cmp.app, "cmp": cmp, "layout": layout}
+    url = _file_url(cmp, file)
+    prefs = review_state(request.user, [viewed_key(file)])
+    layout, viewed = layout_of(request, prefs.layout), prefs.viewed
+    viewed_url = reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec])
+    ctx: dict[str, Any] = {"app": cmp.app, "cmp": cmp, "layout": layout, "viewed_url": viewed_url}
     if "count" in request.GET:
         take = min(int_param(request.GET.get("count")), GAP_CHUNK)
         old, new = int_param(request.GET.get("old")), int_param(request.GET.get("new"))
@@ -196,10 +205,10 @@ def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -
             rows = []
         rest_count = int_param(request.GET.get("count")) - take
         rest = diffing.Gap(old + take, new + take, rest_count) if rest_count > 0 else None
-        ctx.update(rows=rows, rest=rest, fv=file_view(file, viewed, inline=False))
+        ctx.update(rows=rows, rest=rest, fv=file_view(file, viewed, url=url, inline=False))
         return render(request, "versions/partials/_compare_context.html", ctx)
     page = int_param(request.GET.get("page"), 0)
-    fv = file_view(file, viewed, page=max(page, 1))
+    fv = file_view(file, viewed, url=url, page=max(page, 1))
     ctx["fv"] = fv
     if page and is_fragment(request):
         return render(request, "versions/partials/_compare_page.html", ctx)
