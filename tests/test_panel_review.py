@@ -276,3 +276,30 @@ def test_production_and_deployments_compare_with_the_draft(app, client_in):
     assert _files(app, first, "draft") == _files(app, "production", "draft")
     page = client_in.get(f"/apps/quotes/versions/compare/production...{first}/")
     assert page.status_code == 200
+
+
+@pytest.mark.parametrize("layout", ["unified", "split"])
+def test_a_big_compare_shows_a_page_of_hunks_more_on_demand_and_escapes_every_line(
+    client_in, app, layout
+):
+    old = "".join(f"line {i}\n" for i in range(2000))
+    new = "".join((f"<b>changed {i}</b>\n" if i % 40 == 0 else f"line {i}\n") for i in range(2000))
+    _write(app, "big", old, "r1")
+    _write(app, "big", new, "r2")
+    from versions.models import Artifact, ChangeSet
+
+    first = ChangeSet.objects.get(app=app, run_id="r1").id
+    big = Artifact.objects.get(app=app, name="big")
+    url = f"/apps/quotes/versions/compare/{first}...draft/"
+    html = client_in.get(f"{url}?layout={layout}").content.decode()
+    assert html.count('<tbody class="hunk">') == 20 and "1 of 3 pages of changes shown" in html
+    assert "&lt;b&gt;changed 40&lt;/b&gt;" in html and "<b>changed" not in html
+    # The expander of the first gap, and the next page, at the file's own address.
+    file_url = f"{url}files/{big.pk}/"
+    assert f'hx-get="{file_url}?old=' in html and f'hx-get="{file_url}?page=2"' in html
+    more = client_in.get(f"{file_url}?page=2", HTTP_HX_REQUEST="true").content.decode()
+    assert more.count('<tbody class="hunk">') == 20 and "2 of 3 pages" in more
+    assert "changed 800&lt;" in more and "changed 760&lt;" not in more
+    lines = client_in.get(f"{file_url}?old=4&new=4&count=3", HTTP_HX_REQUEST="true")
+    text = lines.content.decode()
+    assert text.count("<tr") == 3 and "line 3" in text and "line 5" in text

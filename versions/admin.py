@@ -22,6 +22,8 @@ from versions.models import (
     ChangeSet,
     ReleaseMark,
     RestorePoint,
+    ReviewPreference,
+    ViewedMark,
 )
 
 
@@ -231,3 +233,24 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class PersonalAdmin(ReadOnlyAdmin):
+    """A person's own reading preferences: seen and cleared here, set only in the panel."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+
+@admin.register(ReviewPreference)
+class ReviewPreferenceAdmin(PersonalAdmin):
+    list_display = ["user", "layout", "updated_on"]
+    list_filter = ["layout"]
+    search_fields = ["user__username"]
+
+
+@admin.register(ViewedMark)
+class ViewedMarkAdmin(PersonalAdmin):
+    list_display = ["user", "key", "marked_on"]
+    search_fields = ["user__username", "key"]
+    list_select_related = ["user"]

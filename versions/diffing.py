@@ -264,11 +264,17 @@ def line_ops(
     if not pre and not suf:
         return _middle_ops(a, b, engine, limit)
     mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
-    if mid_a and mid_b:
-        mid_ops, method = _middle_ops(mid_a, mid_b, engine, limit)
-    else:
-        mid_ops, method = [("-", len(mid_a)), ("+", len(mid_b))], engine
-    return _normalize([("=", pre), *mid_ops, ("=", suf)]), method
+    if not mid_a or not mid_b:
+        mid_ops = [("-", len(mid_a)), ("+", len(mid_b))]
+        return _normalize([("=", pre), *mid_ops, ("=", suf)]), engine
+    # The middle's ops are normalised and start and end with a change (its first and last
+    # lines differ): the shared ends go around them as they are.
+    mid_ops, method = _middle_ops(mid_a, mid_b, engine, limit)
+    ops = [("=", pre)] if pre else []
+    ops += mid_ops
+    if suf:
+        ops.append(("=", suf))
+    return ops, method
 
 
 def _middle_ops(

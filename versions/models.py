@@ -768,3 +768,60 @@ class DeploymentEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.from_deployment_id} → {self.to_deployment_id}"
+
+
+class ReviewPreference(models.Model):
+    """How a person reads comparisons (SPEC §16): unified or split, kept across sign-ins.
+
+    Written through :mod:`versions.services.review` only; a person without a row reads unified.
+    """
+
+    UNIFIED = "unified"
+    SPLIT = "split"
+    LAYOUTS = (UNIFIED, SPLIT)
+    LAYOUT_CHOICES = [(UNIFIED, "Unified: old and new lines in one column"), (SPLIT, "Split")]
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="review_preference"
+    )
+    layout = models.CharField(max_length=8, choices=LAYOUT_CHOICES, default=UNIFIED)
+    updated_on = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["user"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(layout__in=["unified", "split"]), name="reviewpreference_known_layout"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} reads {self.layout}"
+
+
+class ViewedMark(models.Model):
+    """A file a person marked "Viewed" in a comparison (SPEC §16), for exactly its two states.
+
+    ``key`` is ``app:artifact:left sha256:right sha256``: when either side changes, the file is
+    unread again. Each person keeps at most ``VIEWED_KEPT`` marks; the oldest go first.
+    """
+
+    VIEWED_KEPT = 2000
+    KEY_MAX = 200
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="viewed_marks"
+    )
+    key = models.CharField(
+        max_length=KEY_MAX, help_text="app id:artifact id:left sha256:right sha256 (empty: absent)."
+    )
+    marked_on = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="viewedmark_once_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} viewed {self.key}"

@@ -1,7 +1,8 @@
 // Versions panel: the few behaviours htmx attributes cannot express.
 // Opens the confirmation <dialog> as a modal, closes it on Cancel / Escape, shows request
 // errors in words, shows that every request is working, moves focus (and the view) to a
-// receipt or an error when one appears, tells the views an action changed to refresh, shows
+// receipt or an error when one appears, tells the views an action changed to refresh (and
+// merges a refreshed list into the one on the page), shows
 // times in the viewer's time zone (UTC on hover), and the review keys (j/k, n/p, ?).
 (function () {
   "use strict";
@@ -44,8 +45,9 @@
     var el = event.detail.elt;
     if (el && el.getAttribute && el.getAttribute("hx-target") === "#dialog-slot") opener = el;
     var target = event.detail.target;
-    if (target && target.setAttribute && target.id !== "dialog-slot") target.setAttribute("aria-busy", "true");
-    if (el && el.setAttribute) el.setAttribute("aria-busy", "true");
+    var quiet = el && el.hasAttribute && el.hasAttribute("data-refresh");  // a view catching up
+    if (!quiet && target && target.setAttribute && target.id !== "dialog-slot") target.setAttribute("aria-busy", "true");
+    if (!quiet && el && el.setAttribute) el.setAttribute("aria-busy", "true");
     pending += 1;
     setBusy(true);
   });
@@ -58,12 +60,106 @@
     pending = Math.max(0, pending - 1);
     if (!pending) setBusy(false);
     // An action that succeeded changed something: every view showing what it changed
-    // refreshes itself (hx-trigger="versions:changed from:body").
+    // refreshes itself (hx-trigger="versions:changed from:body"), except what the action's
+    // own answer just replaced (it is already current). A refused restore (409) wrote nothing.
     var verb = (event.detail.requestConfig && event.detail.requestConfig.verb) || "get";
-    if (verb !== "get" && event.detail.successful) {
-      setTimeout(function () { htmx.trigger(document.body, "versions:changed"); }, 0);
+    var status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (verb !== "get" && event.detail.successful && status < 300) {
+      var swappedId = target && target.id && target.id !== "dialog-slot" ? target.id : null;
+      setTimeout(function () {
+        justSwapped = swappedId;
+        htmx.trigger(document.body, "versions:changed");
+        justSwapped = null;
+      }, 0);
     }
   });
+
+  // ------------------------------------------------------------------ views kept current
+  // A view marked data-refresh asks for itself again on "versions:changed". A list of rows
+  // (data-refresh="rows") sends the ids of its open rows (their heads come back open) and the
+  // answer is merged in, not swapped: new rows come in at their place, rows that left go, a
+  // closed row that changed is replaced, and an open row keeps its body — the receipt or the
+  // diff being read, a name being typed — with only its head replaced. A row with a request
+  // of its own on the way is left to it. Focus stays.
+  var justSwapped = null;
+
+  function refreshing(el) {
+    return el && el.hasAttribute && el.hasAttribute("data-refresh");
+  }
+
+  document.addEventListener("htmx:confirm", function (event) {
+    var el = event.detail.elt;
+    if (!refreshing(el) || !justSwapped) return;
+    var swapped = document.getElementById(justSwapped);
+    if (swapped && swapped.contains(el)) event.preventDefault();
+  });
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var el = event.detail.elt;
+    if (!refreshing(el) || el.getAttribute("data-refresh") !== "rows") return;
+    Array.prototype.forEach.call(el.children, function (row) {
+      if (row.id && row.classList.contains("expanded")) {
+        event.detail.parameters.append("open", row.id.replace(/^[a-z]+-/, ""));
+      }
+    });
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var el = event.detail.elt;
+    if (!refreshing(el) || el.getAttribute("data-refresh") !== "rows") return;
+    event.detail.shouldSwap = false;
+    event.detail.isError = false;  // a view catching up says nothing when it cannot
+    if (event.detail.xhr.status !== 200) return;
+    var doc = new DOMParser().parseFromString(event.detail.serverResponse, "text/html");
+    var incoming = doc.getElementById(el.id);
+    if (incoming) mergeRows(el, incoming);
+  });
+
+  function replaced(old, now) {
+    old.replaceWith(now);
+    htmx.process(now);
+    return now;
+  }
+
+  function mergeRows(list, incoming) {
+    var active = document.activeElement;
+    var focusId = active && active !== document.body && list.contains(active) ? active.id : null;
+    var mine = {};
+    Array.prototype.forEach.call(list.children, function (row) { if (row.id) mine[row.id] = row; });
+    var order = [];
+    var added = [];
+    Array.prototype.forEach.call(incoming.children, function (source) {
+      var row = document.importNode(source, true);
+      localTimes(row);
+      var current = row.id ? mine[row.id] : null;
+      if (current && (current.hasAttribute("aria-busy") || current.querySelector("[aria-busy]"))) {
+        row = current;  // a request of its own is on its way (opening it, an action): left to it
+      } else if (current && current.classList.contains("expanded")) {
+        var head = row.querySelector(".row-head");
+        var oldHead = current.querySelector(".row-head");
+        if (head && oldHead && !head.isEqualNode(oldHead)) replaced(oldHead, head);
+        row = current;
+      } else if (current) {
+        if (current.classList.contains("fresh")) row.classList.add("fresh");
+        row = row.isEqualNode(current) ? current : replaced(current, row);
+      } else {
+        added.push(row);
+      }
+      order.push(row);
+    });
+    Array.prototype.slice.call(list.children).forEach(function (row) {
+      if (order.indexOf(row) === -1) row.remove();
+    });
+    order.forEach(function (row, i) {
+      var at = list.children[i];
+      if (at !== row) list.insertBefore(row, at || null);
+    });
+    added.forEach(function (row) { htmx.process(row); });
+    if (focusId && document.activeElement === document.body) {
+      var again = document.getElementById(focusId);
+      if (again) again.focus({ preventScroll: true });
+    }
+  }
 
   // ------------------------------------------------------------------ dialogs and results
   document.addEventListener("htmx:load", function (event) {

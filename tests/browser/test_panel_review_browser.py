@@ -44,7 +44,7 @@ def test_find_a_set_with_the_search_box_and_hide_restore_sets(sized_page, live_s
 
 
 def test_compare_from_a_set_split_view_file_list_and_viewed_marks(
-    sized_page, live_server, demo_sets, axe
+    sized_page, live_server, demo_sets, axe, sign_in
 ):
     page = sized_page
     agent, setup = demo_sets(page)
@@ -82,6 +82,19 @@ def test_compare_from_a_set_split_view_file_list_and_viewed_marks(
     page.reload()
     expect(page.locator("section.diff[data-file]").first.get_by_label("Viewed")).to_be_checked()
     expect(page.locator("section.diff[data-file]").first.locator("table")).to_be_hidden()
+
+    # Both are the person's, not the session's: kept after signing out and in again.
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/accounts/login/**")
+    sign_in(page, "rvaid")
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/compare/{setup.id}...draft/")
+    expect(page.locator("table.diff-table.split")).to_have_count(2)
+    kept = page.locator("section.diff[data-file]")
+    expect(kept.first.locator("table")).to_be_hidden()  # the viewed one stays folded
+    expect(kept.nth(1).locator("table.split")).to_be_visible()
+    expect(kept.first.get_by_label("Viewed")).to_be_checked()
+    expect(kept.nth(1).get_by_label("Viewed")).not_to_be_checked()
+    expect(page.locator("#viewed-count")).to_have_text("1")
 
     # Production (promoted before the agent's turn) → the draft: what a promotion would ship.
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/compare/production...draft/")

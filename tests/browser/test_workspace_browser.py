@@ -157,6 +157,13 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
     assert data["files_restored"] == 2 and data["files_deleted"] == 1
     assert data["git_commits_reverted"] == 1
     expect(report.get_by_role("link", name="Open the undo log")).to_be_visible()
+    # The list caught up with no reload: the rollback's undo log is a row of its own, and
+    # the rolled-back row stays open with its report.
+    logs = page.locator("#log-list-items > li")
+    expect(logs).to_have_count(2)
+    expect(page.locator("li.workspace-log", has_text="Rollback of")).to_contain_text("undo log")
+    expect(row.locator(".row-head")).to_contain_text("rolled back")
+    expect(report).to_be_visible()
 
     # On disk: the tree before the phase, byte for byte (backups removed: all succeeded).
     assert _snapshot(root) == before

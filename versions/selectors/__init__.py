@@ -11,7 +11,8 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.states` — the state of an app's artifacts at a moment;
 - :mod:`~versions.selectors.set_states` — a set's own diff: before it → right after it;
 - :mod:`~versions.selectors.release` — the release and what changed since it;
-- :mod:`~versions.selectors.members` — who has which role on an app.
+- :mod:`~versions.selectors.members` — who has which role on an app;
+- :mod:`~versions.selectors.review` — a person's comparison layout and Viewed marks.
 """
 
 from versions.selectors.agent import (
@@ -109,6 +110,7 @@ from versions.selectors.release import (
     release_set,
     since_release,
 )
+from versions.selectors.review import ReviewState, review_layout, review_state, viewed_keys
 from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
 from versions.selectors.states import (
     ADDED,
@@ -127,6 +129,10 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "ReviewState",
+    "review_layout",
+    "review_state",
+    "viewed_keys",
     "APPS_PER_PAGE",
     "app_page",
     "deployment_out",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Max
+from django.db.models import OuterRef, Subquery
 
 from versions.errors import NotFound
 from versions.models import App, Artifact, ChangeSet, Deployment, DeploymentEntry, RestorePoint
@@ -96,6 +96,12 @@ class Comparison:
         return f"{self.left.ref}{SEPARATOR}{self.right.ref}"
 
 
+def viewed_key(file: FileChange) -> str:
+    """What a "Viewed" mark of ``file`` names: its app, artifact and both states, so a mark
+    holds for these two states only (when either changes, the file is unread again)."""
+    return f"{file.artifact.app_id}:{file.artifact.pk}:{file.left.sha256}:{file.right.sha256}"
+
+
 def split_refs(refs: str) -> tuple[str, str]:
     """``a...b`` → (a, b), or ``NotFound`` in words."""
     left, sep, right = refs.partition(SEPARATOR)
@@ -118,9 +124,14 @@ def resolve_ref(app: App, ref: str) -> Ref:
             return Ref(ref, "deployment", f"deployment {ref}", None, deployment_id=ref)
         raise NotFound(REF_NOT_FOUND.format(ref=ref, slug=app.slug))
     if ref.startswith("cs_"):
-        cs = ChangeSet.objects.filter(app=app, id=ref).first()
+        last_point = RestorePoint.objects.filter(change_set=OuterRef("pk")).order_by("-created_on")
+        cs = (
+            ChangeSet.objects.filter(app=app, id=ref)
+            .annotate(last_point_on=Subquery(last_point.values("created_on")[:1]))
+            .first()
+        )
         if cs is not None:
-            last = RestorePoint.objects.filter(change_set=cs).aggregate(m=Max("created_on"))["m"]
+            last = cs.last_point_on  # type: ignore[attr-defined]
             moment = max(last, cs.created_on) if last is not None else cs.created_on
             return Ref(ref, "set", f"right after {ref}", moment, change_set=cs)
     if ref.startswith("rp_"):
@@ -133,7 +144,7 @@ def resolve_ref(app: App, ref: str) -> Ref:
     raise NotFound(REF_NOT_FOUND.format(ref=ref, slug=app.slug))
 
 
-def _states(app: App, ref: Ref) -> dict[int, ArtifactState]:
+def _states(app: App, ref: Ref, artifacts: list[Artifact]) -> dict[int, ArtifactState]:
     if ref.deployment_id is not None:
         # A deployment holds a blob per artifact that exists in it; the others are absent.
         return {
@@ -145,9 +156,14 @@ def _states(app: App, ref: Ref) -> dict[int, ArtifactState]:
     if ref.moment is None:
         return {
             a.pk: ArtifactState(a, CURRENT, a.sha256, None if a.deleted else a.blob_id)
-            for a in Artifact.objects.filter(app=app).order_by("collection", "name", "pk")
+            for a in artifacts
         }
-    return {s.artifact.pk: s for s in states_at(app, ref.moment)}
+    return {s.artifact.pk: s for s in states_at(app, ref.moment, artifacts=artifacts)}
+
+
+def _artifacts(app: App) -> list[Artifact]:
+    """The app's artifacts (tombstones too), read once for both sides of a comparison."""
+    return list(Artifact.objects.filter(app=app).order_by("collection", "name", "pk"))
 
 
 def _absent(artifact: Artifact) -> ArtifactState:
@@ -155,10 +171,11 @@ def _absent(artifact: Artifact) -> ArtifactState:
 
 
 def compare(app: App, left_ref: str, right_ref: str) -> Comparison:
-    """The artifacts whose state differs between two refs, by collection and name (four
-    queries whatever the number of artifacts; no source is read)."""
+    """The artifacts whose state differs between two refs, by collection and name (at most
+    four queries whatever the number of artifacts; no source is read)."""
     left, right = resolve_ref(app, left_ref), resolve_ref(app, right_ref)
-    lefts, rights = _states(app, left), _states(app, right)
+    artifacts = [] if left.deployment_id and right.deployment_id else _artifacts(app)
+    lefts, rights = _states(app, left, artifacts), _states(app, right, artifacts)
     files = []
     for pk in sorted(
         set(lefts) | set(rights),

@@ -278,8 +278,18 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
     )
     deltas = [(sha, data, base) for sha, data, _, base in rows if base is not None]
     rows = [(sha, data, compressed) for sha, data, compressed, base in rows if base is None]
+    # A full copy that deltas here are read against is decompressed once per thread and kept
+    # with its dictionary (``Blob.full_copy``): a delta and its base, the usual then→now pair
+    # of a busy artifact, then cost one decompression, not two.
+    bases_here = {base for _, _, base in deltas}
+    sources = {
+        sha: Blob.full_copy(sha, data, compressed)
+        for sha, data, compressed in rows
+        if sha in bases_here
+    }
+    rows = [row for row in rows if row[0] not in bases_here]
     packed = [(sha, data) for sha, data, compressed in rows if compressed]
-    sources = {sha: _raw(data, False) for sha, data, compressed in rows if not compressed}
+    sources.update((sha, _raw(data, False)) for sha, data, compressed in rows if not compressed)
     if len(packed) > 1:
         # Every other blob on a helper thread, the rest here, concurrently.
         pool = _inflate_pool()

@@ -11,7 +11,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from versions import conf
-from versions.diffing import DiffLine, Hunk
+from versions.diffing import DiffLine, Gap, Hunk
 from versions.models import COLLECTION_CHOICES
 
 register = template.Library()
@@ -165,12 +165,53 @@ def _side(line: DiffLine | None, old: bool) -> str:
     )
 
 
-@register.simple_tag
-def split_rows(lines: list[DiffLine]) -> SafeString:
+def split_rows_html(lines: list[DiffLine]) -> str:
     """Side-by-side table rows for ``lines`` (old | new); line HTML is escaped by the engine."""
     out = []
     for left, right in split_pairs(lines):
         changed = left is None or right is None or left.kind != "context"
         cls = "l-change" if changed else "l-context"
         out.append(f'<tr class="{cls}">{_side(left, True)}{_side(right, False)}</tr>')
-    return mark_safe("".join(out))  # noqa: S308 - fragments escaped in versions.diffing
+    return "".join(out)
+
+
+@register.simple_tag
+def split_rows(lines: list[DiffLine]) -> SafeString:
+    """Side-by-side table rows for ``lines`` (old | new); line HTML is escaped by the engine."""
+    return mark_safe(split_rows_html(lines))  # noqa: S308 - fragments escaped in versions.diffing
+
+
+_GAP = (
+    '<tbody class="gap"><tr><td colspan="{}"><button type="button" class="gap-btn" '
+    'hx-get="{}?old={}&amp;new={}&amp;count={}" hx-target="closest tbody" hx-swap="outerHTML">'
+    '<span aria-hidden="true">↕</span> {}</button></td></tr></tbody>'
+)
+_HUNK_HEAD = {
+    "split": '<tbody class="hunk"><tr class="hh"><td class="ln"></td><td class="code" colspan="3">'
+    "{}</td></tr>",
+    "unified": '<tbody class="hunk"><tr class="hh"><td class="ln"></td><td class="ln"></td>'
+    '<td class="code">{}</td></tr>',
+}
+
+
+@register.simple_tag
+def compare_gap(url: str, gap: Gap, layout: str) -> SafeString:
+    """A compare file's "N unchanged lines" expander row (its lines load from ``url``)."""
+    cols = 4 if layout == "split" else 3
+    return format_html(_GAP, cols, url, gap.old_start, gap.new_start, gap.count, gap.label)
+
+
+@register.simple_tag
+def compare_hunks(url: str, hunks: list[Hunk], layout: str) -> SafeString:
+    """A page of a compare file's hunks, each after its gap's expander: one call for the
+    page instead of a template pass per hunk (a big diff's first view renders 20 of them)."""
+    split = layout == "split"
+    head = _HUNK_HEAD["split" if split else "unified"]
+    out: list[str] = []
+    for hunk in hunks:
+        if hunk.gap_before:
+            out.append(compare_gap(url, hunk.gap_before, layout))
+        out.append(format_html(head, hunk.header))
+        out.append(split_rows_html(hunk.lines) if split else rows_html(hunk.lines))
+        out.append("</tbody>")
+    return mark_safe("".join(out))  # noqa: S308 - headers escaped above, lines by the engine

@@ -152,6 +152,18 @@ def is_fragment(request: HttpRequest) -> bool:
     return bool(htmx) and not htmx.history_restore_request  # type: ignore[union-attr]
 
 
+def list_refresh(request: HttpRequest, path: str | None = None) -> dict[str, Any]:
+    """What a list of rows needs to refresh itself after an action (panel.js merges the answer
+    in): its own address (``path``, default this request's, with its filters and page) and the
+    rows open on the page (``?open=``), whose heads come back open."""
+    query = request.GET.copy()
+    open_ids = set(query.getlist("open"))
+    query.pop("open", None)
+    encoded = query.urlencode()
+    base = path or request.path
+    return {"refresh_url": f"{base}?{encoded}" if encoded else base, "open_ids": open_ids}
+
+
 CSRF_FAILED = (
     "This page's form has expired or was not sent from the panel, so nothing was written. "
     "Reload the page and try again."

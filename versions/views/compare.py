@@ -1,9 +1,9 @@
 """Compare any two states of an app (SPEC §16): unified or split, a file list with jump links,
 and a "Viewed" mark per file.
 
-The layout (unified / split) and the Viewed marks are remembered in the person's session (per
-signed-in user, for as long as the session lasts): they are reading preferences, not app data,
-so they are not written through the services.
+The layout (unified / split) and the Viewed marks are the signed-in person's, kept across
+sign-ins (``services.set_review_layout`` / ``services.mark_viewed``, read back through the
+selectors).
 """
 
 from __future__ import annotations
@@ -16,51 +16,39 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from versions import diffing
-from versions.errors import NotFound
-from versions.selectors import blob_sources
+from versions import diffing, services
+from versions.errors import InvalidInput, NotFound
+from versions.selectors import blob_sources, review_state
 from versions.selectors import compare as comparing
-from versions.views._common import app_of, int_param, is_fragment, panel_view, perms
+from versions.views._common import actor_of, app_of, int_param, is_fragment, panel_view, perms
 from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff, is_cached, pair_key
 
-SESSION_KEY = "versions_review"
 UNIFIED = "unified"
 SPLIT = "split"
 LAYOUTS = (UNIFIED, SPLIT)
 # Files whose diff is rendered with the page; the others load when scrolled into view.
 INLINE_FILES = 12
-# Viewed marks kept per session (the oldest are forgotten first).
-VIEWED_KEPT = 2000
 
 ADDED = "Added: it did not exist in the left state."
 REMOVED = "Removed: it does not exist in the right state."
 
 
-def _prefs(request: HttpRequest) -> dict[str, Any]:
-    prefs = request.session.get(SESSION_KEY)
-    return prefs if isinstance(prefs, dict) else {}
-
-
-def _save_prefs(request: HttpRequest, prefs: dict[str, Any]) -> None:
-    request.session[SESSION_KEY] = prefs
-
-
-def layout_of(request: HttpRequest) -> str:
-    """``?layout=`` (then remembered), else the remembered one, else unified."""
+def layout_of(request: HttpRequest, remembered: str) -> str:
+    """``?layout=`` (then remembered for the person), else the ``remembered`` one."""
     asked = request.GET.get("layout")
-    prefs = _prefs(request)
     if asked in LAYOUTS:
-        if prefs.get("layout") != asked:
-            prefs["layout"] = asked
-            _save_prefs(request, prefs)
+        if asked != remembered:
+            try:
+                services.set_review_layout(actor=actor_of(request), layout=asked)
+            except InvalidInput:
+                pass  # not a person: shown this once, kept nowhere
         return asked
-    layout = prefs.get("layout")
-    return layout if layout in LAYOUTS else UNIFIED
+    return remembered
 
 
-def viewed_key(app_id: int, file: comparing.FileChange) -> str:
+def viewed_key(file: comparing.FileChange) -> str:
     """A Viewed mark holds for this file's two states: when either changes, it is unread."""
-    return f"{app_id}:{file.artifact.pk}:{file.left.sha256}:{file.right.sha256}"
+    return comparing.viewed_key(file)
 
 
 @dataclass
@@ -74,6 +62,7 @@ class FileView:
     viewed_key: str
     result: diffing.DiffResult | None = None
     page: diffing.DiffPage | None = None
+    url: str = ""  # this file's own address (its section, pages and expanders)
 
     @property
     def artifact(self) -> Any:
@@ -118,20 +107,20 @@ def load_sources(files: list[comparing.FileChange]) -> dict[str, bytes]:
 
 
 def file_view(
-    app_id: int,
     file: comparing.FileChange,
-    viewed: set[str],
+    viewed: set[str] | frozenset[str],
     *,
+    url: str,
     inline: bool = True,
     page: int = 1,
     sources: dict[str, bytes] | None = None,
 ) -> FileView:
-    key = viewed_key(app_id, file)
+    key = viewed_key(file)
     seen = key in viewed
     if not file.available:
-        return FileView(file, "unknown", file.reason or "", seen, key)
+        return FileView(file, "unknown", file.reason or "", seen, key, url=url)
     if not inline:
-        return FileView(file, "lazy", "", seen, key)
+        return FileView(file, "lazy", "", seen, key, url=url)
     result = _result(file, sources)
     status = file.change
     message = ADDED if status == comparing.ADDED else REMOVED if status == "removed" else ""
@@ -139,7 +128,11 @@ def file_view(
     if result.hunk_count:
         number = min(max(1, page), result.num_pages(HUNKS_PER_PAGE))
         page_obj = result.page(number, HUNKS_PER_PAGE)
-    return FileView(file, status, message, seen, key, result, page_obj)
+    return FileView(file, status, message, seen, key, result, page_obj, url)
+
+
+def _file_url(cmp: comparing.Comparison, file: comparing.FileChange) -> str:
+    return reverse("versions:compare_file", args=[cmp.app.slug, cmp.spec, file.artifact.pk])
 
 
 def _comparison(request: HttpRequest, slug: str, refs: str) -> comparing.Comparison:
@@ -153,17 +146,19 @@ def _comparison(request: HttpRequest, slug: str, refs: str) -> comparing.Compari
 def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
     """The two states' differences, file by file."""
     cmp = _comparison(request, slug, refs)
-    viewed = set(_prefs(request).get("viewed", []))
+    prefs = review_state(request.user, (viewed_key(f) for f in cmp.files))
+    viewed = prefs.viewed
     sources = load_sources(cmp.files[:INLINE_FILES])
     files = [
-        file_view(cmp.app.pk, f, viewed, inline=i < INLINE_FILES, sources=sources)
+        file_view(f, viewed, url=_file_url(cmp, f), inline=i < INLINE_FILES, sources=sources)
         for i, f in enumerate(cmp.files)
     ]
     ctx = {
         "app": cmp.app,
         "cmp": cmp,
         "files": files,
-        "layout": layout_of(request),
+        "layout": layout_of(request, prefs.layout),
+        "viewed_url": reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec]),
         "tab": "compare",
         "viewed_count": sum(1 for f in files if f.viewed),
         **perms(request, cmp.app),
@@ -196,9 +191,11 @@ def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -
     (``?page=``) or unchanged lines behind an expander (``?old=&new=&count=``)."""
     cmp = _comparison(request, slug, refs)
     file = _file(cmp, artifact_id)
-    layout = layout_of(request)
-    viewed = set(_prefs(request).get("viewed", []))
-    ctx: dict[str, Any] = {"app": cmp.app, "cmp": cmp, "layout": layout}
+    url = _file_url(cmp, file)
+    prefs = review_state(request.user, [viewed_key(file)])
+    layout, viewed = layout_of(request, prefs.layout), prefs.viewed
+    viewed_url = reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec])
+    ctx: dict[str, Any] = {"app": cmp.app, "cmp": cmp, "layout": layout, "viewed_url": viewed_url}
     if "count" in request.GET:
         take = min(int_param(request.GET.get("count")), GAP_CHUNK)
         old, new = int_param(request.GET.get("old")), int_param(request.GET.get("new"))
@@ -208,10 +205,10 @@ def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -
             rows = []
         rest_count = int_param(request.GET.get("count")) - take
         rest = diffing.Gap(old + take, new + take, rest_count) if rest_count > 0 else None
-        ctx.update(rows=rows, rest=rest, fv=file_view(cmp.app.pk, file, viewed, inline=False))
+        ctx.update(rows=rows, rest=rest, fv=file_view(file, viewed, url=url, inline=False))
         return render(request, "versions/partials/_compare_context.html", ctx)
     page = int_param(request.GET.get("page"), 0)
-    fv = file_view(cmp.app.pk, file, viewed, page=max(page, 1))
+    fv = file_view(file, viewed, url=url, page=max(page, 1))
     ctx["fv"] = fv
     if page and is_fragment(request):
         return render(request, "versions/partials/_compare_page.html", ctx)
@@ -224,11 +221,10 @@ def compare_viewed(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
     """Mark a file of the comparison as viewed (``viewed=1``) or not: 204, nothing to swap."""
     cmp = _comparison(request, slug, refs)
     file = _file(cmp, int_param(request.POST.get("artifact")))
-    key = viewed_key(cmp.app.pk, file)
-    prefs = _prefs(request)
-    marks = [k for k in prefs.get("viewed", []) if k != key]
-    if request.POST.get("viewed") == "1":
-        marks.append(key)
-    prefs["viewed"] = marks[-VIEWED_KEPT:]
-    _save_prefs(request, prefs)
+    services.mark_viewed(
+        actor=actor_of(request),
+        app=cmp.app,
+        key=viewed_key(file),
+        viewed=request.POST.get("viewed") == "1",
+    )
     return HttpResponse(status=204)

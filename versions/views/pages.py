@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 
 from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
-from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
+from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import build_diff, prepare
 from versions.workspace import review
 
@@ -46,6 +46,7 @@ def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
     find (SPEC §16)."""
     app = app_of(request, slug)
     ctx = _panel_context(request, app, "sets")
+    ctx.update(list_refresh(request))
     query = selectors.SetQuery.from_query(request.GET)
     ctx["query_form"] = query
     if query.active:
@@ -65,6 +66,7 @@ def restore_points(request: HttpRequest, slug: str) -> HttpResponse:
     app = app_of(request, slug)
     filters = selectors.PointFilters.from_query(request.GET)
     ctx = _panel_context(request, app, "points")
+    ctx.update(list_refresh(request))
     ctx.update(
         page=selectors.restore_point_page(app, filters, request.GET.get("page")),
         filters=filters,

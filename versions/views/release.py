@@ -21,7 +21,7 @@ from versions import selectors, services
 from versions.errors import Conflict
 from versions.models import App
 from versions.selectors import ArtifactChange
-from versions.views._common import app_of, is_fragment, panel_view, perms
+from versions.views._common import app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import DiffView, build_diff
 from versions.views.restoring import Flow, restore_flow
 
@@ -65,6 +65,7 @@ def _diffs(review: selectors.SinceRelease) -> list[DiffView]:
 def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
     """Everything the Since release tab shows (review is None when no release is marked)."""
     ctx: dict[str, Any] = {"app": app, "tab": "release", **perms(request, app), **extra}
+    ctx.update(list_refresh(request, reverse("versions:since_release", args=[app.slug])))
     try:
         review = selectors.since_release(app, with_sources=False, page=request.GET.get("page"))
     except Conflict as exc:

@@ -12,7 +12,14 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 
 from versions.errors import Conflict, InvalidInput, StaleWrite
-from versions.views._common import actor_of, int_param, is_fragment, panel_view, perms
+from versions.views._common import (
+    actor_of,
+    int_param,
+    is_fragment,
+    list_refresh,
+    panel_view,
+    perms,
+)
 from versions.workspace import review
 
 
@@ -33,11 +40,15 @@ def workspaces(request: HttpRequest) -> HttpResponse:
 def workspace(request: HttpRequest, name: str) -> HttpResponse:
     """One workspace: its changes logs as change-set rows, newest first."""
     listing = review.workspace_listing(name=name)
+    refresh = list_refresh(request)
     ctx = {
         "ws": listing.ws,
         "rows": listing.rows,
         "missing": listing.missing,
         "max_logs": review.MAX_LOGS,
+        "refresh_url": refresh["refresh_url"],
+        # Rows are "log-<key>"; panel.js names an open one by its key.
+        "open_ids": {f"log-{key}" for key in refresh["open_ids"]},
         **perms(request),
     }
     return render(request, "versions/workspace_page.html", ctx)
