@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("versions", "0015_envs_deployments"),
+        ("versions", "0016_blob_base_partial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
