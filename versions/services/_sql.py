@@ -224,8 +224,8 @@ def _sql(vendor: str) -> dict[str, str]:
             "IS NULL OR a.pruned_until < g.t THEN g.t ELSE a.pruned_until END "
             "FROM (SELECT artifact_id, MAX(created_on) AS t FROM gone GROUP BY artifact_id) "
             "AS g WHERE a.app_id = %s AND a.id = g.artifact_id RETURNING a.id), "
-            f"emptied AS (DELETE FROM {change_set} AS e WHERE e.app_id = %s "
-            "AND e.id IN (SELECT change_set_id FROM gone) "
+            f"emptied AS (DELETE FROM {change_set} AS e "
+            "WHERE e.id IN (SELECT change_set_id FROM gone) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS q WHERE q.change_set_id = e.id "
             "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.id = q.id)) RETURNING e.id), "
             f"unlinked AS (UPDATE {change_set} AS r SET restored_from_id = NULL "
@@ -237,12 +237,12 @@ def _sql(vendor: str) -> dict[str, str]:
             f"unreleased AS (UPDATE {app_table} AS ap SET release_set_id = NULL "
             "WHERE ap.id = %s AND ap.release_set_id IN (SELECT id FROM emptied) "
             "RETURNING ap.id), "
-            f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || g.entries FROM "
-            "(SELECT change_set_id, jsonb_agg(jsonb_build_object('pointId', id, "
-            "'artifactId', artifact_id) ORDER BY created_on DESC, id DESC) AS entries "
-            "FROM gone GROUP BY change_set_id) AS g WHERE cs.app_id = %s "
-            "AND cs.id = g.change_set_id AND NOT EXISTS (SELECT 1 FROM emptied AS x "
-            "WHERE x.id = cs.id) "
+            f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || "
+            "(SELECT jsonb_agg(jsonb_build_object('pointId', g.id, 'artifactId', "
+            "g.artifact_id) ORDER BY g.created_on DESC, g.id DESC) FROM gone AS g "
+            "WHERE g.change_set_id = cs.id) "
+            "WHERE cs.id IN (SELECT change_set_id FROM gone) "
+            "AND NOT EXISTS (SELECT 1 FROM emptied AS x WHERE x.id = cs.id) "
             "RETURNING cs.id) "
             "SELECT id, previous_blob_id, change_set_id FROM gone"
         )
@@ -620,7 +620,7 @@ def prune_beyond(
             lock_artifacts(app_id, artifacts)
         gone = _execute_later(
             _q("prune_beyond"),
-            [app_id, keep, app_id, list(protect), app_id, app_id, app_id, app_id],
+            [app_id, keep, app_id, list(protect), app_id, app_id],
             "all",
         )
         sweep_blobs(blobs)
