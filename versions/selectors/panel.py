@@ -650,7 +650,9 @@ class SetQuery:
     def apply(self, app: App, qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
         """The filters as conditions on the app's sets: columns of the set itself, or EXISTS
         over its points (the points' change_set index) — never the sources."""
-        points = RestorePoint.objects.filter(change_set=OuterRef("pk"))
+        # The app's points only (its id leads their indexes): a planner that hashes the
+        # subquery then reads this app's points, never every app's (SPEC §18).
+        points = RestorePoint.objects.filter(app_id=app.pk, change_set=OuterRef("pk"))
         if self.kind:
             qs = qs.filter(kind=self.kind)
         if self.who:
@@ -723,14 +725,16 @@ def attach_artifacts(sets: list[ChangeSet], first: int = ROW_ARTIFACTS) -> None:
     names: dict[str, list[str]] = defaultdict(list)
     if sets:
         rows = (
-            # Only the sets' app's artifacts are joined: without it PostgreSQL hashed every
-            # app's artifacts to find these few (SPEC §18).
-            RestorePoint.objects.filter(
-                change_set_id__in=[s.id for s in sets],
-                artifact__app_id__in={s.app_id for s in sets},
+            RestorePoint.objects.filter(change_set_id__in=[s.id for s in sets])
+            .annotate(
+                # Each name by its key, from the points found by their sets' keys: a join
+                # could hash every app's artifacts, or walk all of this app's points.
+                artifact_name=Subquery(
+                    Artifact.objects.filter(pk=OuterRef("artifact_id")).values("name")[:1]
+                )
             )
             .order_by("change_set_id", "created_on", "id")
-            .values_list("change_set_id", "artifact__name")
+            .values_list("change_set_id", "artifact_name")
         )
         for set_id, name in rows:
             if name not in names[set_id]:
