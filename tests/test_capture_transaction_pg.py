@@ -235,6 +235,7 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
     history that named it, a set that lost some points lists them, the blob nothing needs any
     more is swept; and every statement is bounded by the app."""
     from test_retention import _unbounded
+    from test_scale_plans import whole_table_reads
 
     from versions.models import ChangeSet, ReleaseMark
 
@@ -267,6 +268,15 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
     assert any("WITH cut" in s and "DELETE FROM" in s for s in statements)
     unbounded = _unbounded(statements, top_app.pk)
     assert not unbounded, "\n".join(unbounded)
+    # And PostgreSQL's own plans agree: no statement reads a whole table of every app's rows
+    # (the sweep's "does a delta still need it?" check once hashed every artifact).
+    whole = [
+        f"{read} in {sql[:200]}"
+        for sql in statements
+        if sql.lstrip().upper().startswith(("SELECT", "WITH", "DELETE", "UPDATE"))
+        for read in whole_table_reads(sql)
+    ]
+    assert not whole, "\n".join(whole)
 
 
 def test_a_pruning_that_fails_after_the_write_leaves_the_write_and_is_redone_next_time(

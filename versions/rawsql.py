@@ -48,6 +48,8 @@ def _literal(value: Any) -> str:
         return str(value)
     if isinstance(value, bytes | memoryview):
         return f"'<{len(value)} bytes>'"
+    if isinstance(value, list | tuple):  # an array parameter (PostgreSQL)
+        return "'{}'" if not value else "ARRAY[" + ", ".join(map(_literal, value)) + "]"
     return "'" + str(value).replace("'", "''") + "'"
 
 
