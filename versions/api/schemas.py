@@ -269,12 +269,10 @@ class ArtifactOut(ArtifactSummary):
     source: str
 
 
-class WriteIn(_JsonObject):
-    """The body of a write. ``expected_sha256`` "" means "it must not exist yet"."""
+class _WhoFields(Schema):
+    """What a write and a delete carry besides the source: the reviewed hash, who asked, with
+    which tool, in which run and turn, and the turn's message."""
 
-    source: str = Field(
-        description=SOURCE_DESCRIPTION, json_schema_extra=_rules(pattern=source_pattern)
-    )
     expected_sha256: str | None = Field(
         None, description=SHA256_DESCRIPTION, json_schema_extra=SHA256_RULES
     )
@@ -297,6 +295,14 @@ class WriteIn(_JsonObject):
         return _sha256_form(value)
 
 
+class WriteIn(_JsonObject, _WhoFields):
+    """The body of a write. ``expected_sha256`` "" means "it must not exist yet"."""
+
+    source: str = Field(
+        description=SOURCE_DESCRIPTION, json_schema_extra=_rules(pattern=source_pattern)
+    )
+
+
 class DescribeIn(_JsonObject):
     """The body of PATCH /change-sets/{id}: the set's message."""
 
@@ -309,27 +315,8 @@ class DescribedOut(Schema):
     message: str
 
 
-class DeleteQuery(Schema):
-    expected_sha256: str | None = Field(
-        None, description=SHA256_DESCRIPTION, json_schema_extra=SHA256_RULES
-    )
-    requested_by: str | None = Field(None, json_schema_extra=ID_RULES)
-    tool: str | None = Field(None, json_schema_extra=ID_RULES)
-    run_id: str | None = Field(None, json_schema_extra=ID_RULES)
-    turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
-    message: str | None = Field(
-        None, description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES
-    )
-
-    @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")
-    @classmethod
-    def _no_nul(cls, value: str | None, info: Any) -> str | None:
-        return _clean_text(value, info.field_name)
-
-    @field_validator("expected_sha256")
-    @classmethod
-    def _a_sha256(cls, value: str | None) -> str | None:
-        return _sha256_form(value)
+class DeleteQuery(_WhoFields):
+    """The query of a delete."""
 
 
 class ChangeSetSummary(Schema):

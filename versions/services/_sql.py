@@ -564,51 +564,51 @@ def _in(name: str, values: list) -> str:
     return _q(name).format(ids=", ".join(["%s"] * len(values)))
 
 
-def excess_points(
-    app_id: int, keep: int, *, first: bool = False
-) -> list[tuple[str, str | None, str, int, datetime]]:
-    """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id):
-    (id, blob, set, artifact, time).
+# A point beyond the retention limit: (id, blob, set, artifact, time).
+ExcessRow = tuple[str, str | None, str, int, datetime]
+
+
+def _excess_params(app_id: int, keep: int) -> list[Any]:
+    return [app_id, False, keep, app_id, False, app_id, False]
+
+
+def _beyond_kept(rows: Sequence[Any] | None, keep: int) -> list[ExcessRow]:
+    """The rows of "excess_rows" past the newest ``keep``: those at or before the cut, less
+    the newest of them that are still kept (ties at the cut)."""
+    if not rows:
+        return []
+    kept_here = keep - rows[0][5]
+    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
+
+
+def excess_points(app_id: int, keep: int, *, first: bool = False) -> list[ExcessRow]:
+    """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id).
 
     ``first``: the transaction's first statement, by the app's only pruner: on PostgreSQL
     it waits for any other pruner of the app first (a transaction-level advisory lock that
     writers never take), and BEGIN and that lock travel with it.
     """
-    params = [app_id, False, keep, app_id, False, app_id, False]
+    params = _excess_params(app_id, keep)
     if first:
         rows = _execute_first(_q("excess_rows"), params, "all", prelude=_pruner_lock(app_id))
     else:
         rows = _execute(_q("excess_rows"), params, "all")
-    if not rows:
-        return []
-    kept_here = keep - rows[0][5]  # the newest rows at or before the cut are still kept
-    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
+    return _beyond_kept(rows, keep)
 
 
-def excess_points_later(
-    app_id: int, keep: int
-) -> Callable[[], list[tuple[str, str | None, str, int, datetime]]]:
+def excess_points_later(app_id: int, keep: int) -> Callable[[], list[ExcessRow]]:
     """:func:`excess_points` read with the statements of a :func:`batch` (no round trip of its
     own): call the returned function once the batch ended. In a writer's transaction it sees
-    its own capture and the writers that committed before; the pruner re-checks each point
-    (:func:`prune_found`)."""
-    params = [app_id, False, keep, app_id, False, app_id, False]
-    fetched = _execute_later(_q("excess_rows"), params, "all")
-
-    def rows() -> list[tuple[str, str | None, str, int, datetime]]:
-        found = fetched() or []
-        if not found:
-            return []
-        kept_here = keep - found[0][5]
-        return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in found[kept_here:]]  # type: ignore[misc]
-
-    return rows
+    its own capture and the writers that committed before; the pruner finds the points beyond
+    the limit again as they are then (:func:`prune_beyond`)."""
+    fetched = _execute_later(_q("excess_rows"), _excess_params(app_id, keep), "all")
+    return lambda: _beyond_kept(fetched(), keep)
 
 
 def prune_beyond(
     app_id: int,
     keep: int,
-    found: list[tuple[str, str | None, str, int, datetime]],
+    found: list[ExcessRow],
     protect: list[str],
 ) -> None:
     """Retention after a write that found the app over its limit (``found``: what it saw beyond

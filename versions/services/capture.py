@@ -349,7 +349,7 @@ def _write(
 
 def _retention_check(
     app: App, row: _sql.ArtifactRow, keep: int, captured: _Captured
-) -> Callable[[], list[tuple[str, str | None, str, int, datetime]]] | None:
+) -> Callable[[], list[_sql.ExcessRow]] | None:
     """Retention after this capture: the app keeps its newest ``keep`` unpinned points.
 
     On SQLite the count read with the lock is exact (the write lock was held): prune now if

@@ -56,7 +56,7 @@ def prune_after_commit(
     app: App,
     *,
     protect: Iterable[str] = (),
-    found: list[tuple[str, str | None, str, int, datetime]] | None = None,
+    found: list[_sql.ExcessRow] | None = None,
 ) -> None:
     """Prune the app once the writer's transaction committed, in a transaction of its own.
 
