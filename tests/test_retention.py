@@ -167,8 +167,8 @@ def test_a_restore_all_of_300_keeps_all_its_counter_points_and_its_undo_works(ap
 # --- #19: every query of the prune is bounded by the app -------------------------------------
 
 _NO_ROWS_READ = re.compile(
-    r"^(\d+ times: )?(begin|commit|rollback|savepoint|release|set local|insert"
-    r"|select pg_advisory_xact_lock)\b"
+    r"^(\d+ times: )?((begin|commit|rollback|savepoint|release|set local|insert"
+    r"|select pg_advisory_xact_lock)\b|select set_config\('synchronous_commit')"
 )
 # Given rows by their key (a blob's is its sha256: blobs are shared by every app), or one set's.
 _BY_KEY = re.compile(

@@ -490,9 +490,11 @@ class RestorePoint(models.Model):
             # Ascending like changeset_app_recent: captures append, queries read backwards.
             models.Index(fields=["app", "created_on"], name="point_app_recent"),
             # Retention counts and prunes capture points and counter-points apart (SPEC §17):
-            # neither kind's scan reads the other's entries.
+            # neither kind's scan reads the other's entries. Ending with the id, it gives the
+            # points in retention's order (newest first, ties by id): the cut beyond the
+            # newest N is read off the index, with no sort.
             models.Index(
-                fields=["app", "kind", "pinned", "created_on"], name="point_app_retention"
+                fields=["app", "kind", "pinned", "created_on", "id"], name="point_app_retention"
             ),
             models.Index(fields=["artifact", "created_on"], name="point_artifact_time"),
         ]

@@ -16,7 +16,7 @@ error, on-commit callbacks).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -106,30 +106,6 @@ def execute(
         _log(db, sql, params, started)
 
 
-def execute_later(
-    sql: str, params: Sequence[Any], fetch: str = "one", *, using: str = DEFAULT_DB_ALIAS
-) -> Any:
-    """Run ``sql`` and return a function that gives its first row (``fetch="all"``: its rows).
-    Inside a :func:`batch` on PostgreSQL the rows are read only when the function is called,
-    after the batch ended: the statement costs no round trip of its own."""
-    db = connections[using]
-    if db.vendor != "postgresql" or recorded(db) or db.connection is None:
-        done = execute(sql, params, fetch, using=using)
-        return lambda: done
-    db.validate_no_broken_transaction()
-    started = time.monotonic()
-    with db.wrap_database_errors:
-        cursor = _pg_cursor(db, False)
-        cursor.execute(sql, params)
-    _log(db, sql, params, started)
-
-    def rows() -> Any:
-        with db.wrap_database_errors:
-            return cursor.fetchall() if fetch == "all" else cursor.fetchone()
-
-    return rows
-
-
 @lru_cache(maxsize=256)
 def _qmark(sql: str) -> str:
     """``sql`` in sqlite3's parameter style (these statements hold no literal %)."""
@@ -169,15 +145,11 @@ def execute_first(
     fetch: str = "",
     *,
     binary: bool = False,
-    prelude: Sequence[tuple[str, Sequence[Any]]] = (),
     using: str = DEFAULT_DB_ALIAS,
 ) -> Any:
     """:func:`execute` for the first statement of an atomic block: on PostgreSQL the block's
     BEGIN travels with it, one round trip instead of two (psycopg would send BEGIN on its own
     and wait for it). Anywhere else, or once the transaction has begun, plain :func:`execute`.
-
-    ``prelude``: statements (sql, params) to run first, whose rows nobody reads (a lock to
-    wait for), in the same round trip.
     """
     db = connections[using]
     fusable = _fusable(db)
@@ -188,8 +160,6 @@ def execute_first(
             conn, "_autocommit"
         )
     if not fusable:
-        for before, before_params in prelude:
-            execute(before, before_params, using=using)
         return execute(sql, params, fetch, binary=binary, using=using)
     begin = getattr(conn, "_get_tx_start_command", lambda: b"BEGIN")()
     started = time.monotonic()
@@ -201,22 +171,41 @@ def execute_first(
         try:
             with conn.pipeline():
                 psycopg.Cursor(conn).execute(begin)
-                for before, before_params in prelude:
-                    psycopg.Cursor(conn).execute(before, before_params)
                 cursor.execute(sql, params)
         finally:
             conn._autocommit = False
-        for before, before_params in prelude:
-            _log(db, before, before_params, started)
         _log(db, sql, params, started)
         # The results arrived when the pipeline ended.
         return _fetched(cursor, fetch)
 
 
+class Batch:
+    """What the statements of a :func:`batch` block may add: a transaction of their own to run
+    once the block's transaction committed, in the same round trip (:meth:`follow`)."""
+
+    def __init__(self, *, can_follow: bool) -> None:
+        # Whether COMMIT travels with the block's statements, so a transaction can follow it.
+        self.can_follow = can_follow
+        self.following: list[tuple[str, Sequence[Any]]] = []
+        self.on_error: Callable[[Exception], None] | None = None
+
+    def follow(
+        self, statements: Sequence[tuple[str, Sequence[Any]]], on_error: Callable[[Exception], None]
+    ) -> None:
+        """Run ``statements`` (sql, params) once the block's transaction committed, as one more
+        transaction sent with it (no round trip of its own). Its failure cannot undo the
+        block's transaction: it is rolled back and handed to ``on_error``. Only where
+        :attr:`can_follow`."""
+        if not self.can_follow:
+            raise RuntimeError("no transaction can follow this batch's: see Batch.can_follow")
+        self.following.extend(statements)
+        self.on_error = on_error
+
+
 @contextmanager
 def batch(
     using: str = DEFAULT_DB_ALIAS, *, begin: bool = False, commit: bool = False
-) -> Iterator[None]:
+) -> Iterator[Batch]:
     """Send the statements run inside without waiting for each reply, where the driver can
     (psycopg's pipeline mode on PostgreSQL): one round trip for several writes instead of one
     each. An error comes out at the first row fetched or at the end of the block.
@@ -228,10 +217,13 @@ def batch(
     statements when it ends without an error, and the atomic block finds nothing left to
     commit (its on-commit callbacks still run as it exits). The caller runs nothing that can
     fail after such a block. With both, a whole transaction is one round trip.
+
+    The block gets a :class:`Batch`: with COMMIT fused, a transaction may follow it
+    (:meth:`Batch.follow`), in the same round trip.
     """
     db = connections[using]
     if db.vendor != "postgresql" or recorded(db) or not psycopg.Pipeline.is_supported():
-        yield
+        yield Batch(can_follow=False)
         return
     fusable = _fusable(db)
     fuse_commit = commit and fusable
@@ -243,22 +235,72 @@ def batch(
         and conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
         and hasattr(conn, "_autocommit")
     )
+    block = Batch(can_follow=fuse_commit and hasattr(conn, "_autocommit"))
     if fuse_begin:
         # psycopg must not start the transaction itself (it would send BEGIN and wait for
         # it): the BEGIN is the pipeline's first statement.
         conn._autocommit = True
+    committed = psycopg.Cursor(conn)
     try:
-        with db.wrap_database_errors, conn.pipeline():
-            if fuse_begin:
-                psycopg.Cursor(conn).execute(
-                    getattr(conn, "_get_tx_start_command", lambda: b"BEGIN")()
-                )
-            yield
-            if fuse_commit:
-                psycopg.Cursor(conn).execute(b"COMMIT")
+        with db.wrap_database_errors:
+            try:
+                with conn.pipeline():
+                    if fuse_begin:
+                        psycopg.Cursor(conn).execute(
+                            getattr(conn, "_get_tx_start_command", lambda: b"BEGIN")()
+                        )
+                    yield block
+                    if fuse_commit:
+                        committed.execute(b"COMMIT")
+                    if block.following:
+                        _send_following(db, conn, block.following)
+            except psycopg.Error as exc:
+                if not (block.following and _was_committed(committed)):
+                    raise
+                _end_failed_follower(conn)
+                assert block.on_error is not None
+                block.on_error(exc)
     finally:
         if fuse_begin:
             conn._autocommit = False
+
+
+def _send_following(db: Any, conn: Any, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """Queue a transaction of ``statements`` after the pipeline's COMMIT."""
+    started = time.monotonic()
+    autocommit = conn._autocommit
+    conn._autocommit = True  # the transaction's BEGIN is ours: psycopg must not send one
+    try:
+        psycopg.Cursor(conn).execute(b"BEGIN")
+        for sql, params in statements:
+            psycopg.Cursor(conn).execute(sql, params)
+        psycopg.Cursor(conn).execute(b"COMMIT")
+    finally:
+        conn._autocommit = autocommit
+    for sql, params in statements:
+        _log(db, sql, params, started)
+
+
+def _was_committed(cursor: psycopg.Cursor[Any]) -> bool:
+    """Whether the pipeline's COMMIT, run on ``cursor``, committed."""
+    result = cursor.pgresult
+    return (
+        result is not None
+        and result.status == psycopg.pq.ExecStatus.COMMAND_OK
+        and cursor.statusmessage == "COMMIT"
+    )
+
+
+def _end_failed_follower(conn: Any) -> None:
+    """Roll back the transaction that followed a committed one and failed (the connection is
+    then as the committed transaction left it)."""
+    if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+        autocommit = conn._autocommit
+        conn._autocommit = True
+        try:
+            conn.execute(b"ROLLBACK")
+        finally:
+            conn._autocommit = autocommit
 
 
 def _fetched(cursor: Any, fetch: str) -> Any:

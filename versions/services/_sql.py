@@ -10,7 +10,7 @@ statements the ORM would, with the SQL built once, on the driver's own cursor
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -31,7 +31,6 @@ from versions.models import (
 from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
 from versions.rawsql import execute_first as _execute_first
-from versions.rawsql import execute_later as _execute_later
 from versions.services import _store
 
 
@@ -52,14 +51,16 @@ class ArtifactRow:
     delta_base: _store.DeltaBase | None = None
     # Capture time of the app's newest point (read with the lock; None: none, or not read).
     app_last: datetime | None = None
-    # Unpinned points of the app before this write (None: not counted with the lock).
+    # Unpinned points of the app before this write, counted up to the limit (None: not
+    # counted with the lock).
     unpinned: int | None = None
     # The change set a capture would join, found with the lock (:class:`Grouping`).
     grouping: Grouping | None = None
 
     @property
-    def grouping_current(self) -> bool:
-        """Whether the lock statement's view of the app includes this artifact's last write.
+    def view_current(self) -> bool:
+        """Whether the lock statement's view of the app (its grouping lookup, its retention
+        count) includes this artifact's last write.
 
         On PostgreSQL a lock that waited for another writer returns the row as that writer
         left it, but the statement's subqueries still see the app as it was when the
@@ -118,6 +119,34 @@ def _sql(vendor: str) -> dict[str, str]:
         "ORDER BY p.created_on DESC LIMIT 1"
     )
 
+    # A blob among the candidates ({ids}), or the full copy a candidate delta needs, that nothing
+    # references any more (no artifact, point, deployment, nor a delta outside the candidates).
+    sweep = (
+        f"DELETE FROM {blob} WHERE sha256 IN (SELECT c.sha256 FROM {blob} AS c "
+        f"WHERE c.sha256 IN ({{ids}}) UNION SELECT c.base_id FROM {blob} AS c "
+        f"WHERE c.sha256 IN ({{ids}})) "
+        f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a "
+        f"WHERE a.blob_id = {blob}.sha256{fence}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {point} AS p "
+        f"WHERE p.previous_blob_id = {blob}.sha256{fence}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {blob}.sha256{fence}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = {blob}.sha256 "
+        f"AND (d.sha256 NOT IN ({{ids}}) "
+        f"OR EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = d.sha256{fence}) "
+        f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = d.sha256{fence}) "
+        f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = d.sha256{fence})){fence})"
+    )
+
+    def referenced(sha: str) -> str:
+        """Whether blob ``sha`` has a reference that outlives a pruner's statement: an
+        artifact's, a deployment's, or a point's that the statement does not delete ("gone")."""
+        return (
+            f"(EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {sha}{fence}) "
+            f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {sha}{fence}) "
+            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {sha} "
+            f"AND NOT (p.id = ANY (SELECT g.id FROM gone AS g)){fence}))"
+        )
+
     def lock_read(*, grouped: bool) -> str:
         return (
             "SELECT a.id, a.blob_id, a.sha256, a.size, a.deleted, a.updated_on, "
@@ -127,8 +156,6 @@ def _sql(vendor: str) -> dict[str, str]:
             + (
                 f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
                 f"AND kind = '{capture}' AND pinned = %s LIMIT %s) AS capped)"
-                if vendor != "postgresql"
-                else ", NULL"
             )
             + (
                 # The change set a capture would join: its run's (run "" finds none) ...
@@ -207,23 +234,39 @@ def _sql(vendor: str) -> dict[str, str]:
             f"SELECT id FROM {artifact} WHERE app_id = %s AND id IN ({{ids}}) "
             "ORDER BY id FOR UPDATE"
         ),
-        # The pruner of a write that found the app over its limit (PostgreSQL), in one
-        # statement: under the pruner's lock it deletes the unpinned captures beyond the newest
-        # N as they are now (a point pinned meanwhile stays; one another pruner took is gone
-        # already), except the protected sets'; moves the artifacts' pruned_until forward;
-        # deletes the sets it left with no point and clears what pointed at them (as the
-        # models' SET_NULL says; the foreign keys are checked at COMMIT); lists the points in
-        # the sets that remain; returns what it deleted. (No row is modified twice: "listed"
-        # skips the emptied sets; restore sets hold no capture, so "unlinked" touches none of
-        # the sets of "gone".)
+        # The pruner of a write that took the app over its limit (PostgreSQL), in one
+        # statement, under the pruner's lock:
+        # - "locked": the artifacts whose unpinned captures lie beyond the newest N, except the
+        #   protected sets', locked in one order (a restore locks its artifacts in that order
+        #   too) before anything is deleted: "gone" reads them;
+        # - "gone": those points deleted as they are now (a point pinned meanwhile stays; one
+        #   another pruner took is gone already);
+        # - "moved": their artifacts' pruned_until moved forward;
+        # - "emptied": the sets left with no point deleted, and what pointed at them cleared
+        #   ("unlinked", "unmarked"), as the models' SET_NULL says. An app's release is
+        #   pinned, so never emptied (were it marked meanwhile, the foreign key, checked at
+        #   COMMIT, makes the later of the two fail);
+        # - "listed": the sets that keep points list the pruned ones;
+        # - "swept": the blobs the gone points held, and the full copies only those needed,
+        #   deleted when nothing else references them. The statement still sees the points it
+        #   deletes, so their references do not count.
+        # No row is modified twice: "listed" skips the emptied sets; restore sets hold no
+        # capture, so "unlinked" touches none of the sets of "gone". Each reference check is
+        # fenced (see ``fence``) so it stays a lookup per candidate.
         "prune_beyond": (
             f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
             f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
             "LIMIT 1 OFFSET %s), "
+            f"locked AS (SELECT a.id FROM {artifact} AS a WHERE a.app_id = %s AND a.id IN "
+            f"(SELECT p.artifact_id FROM {point} AS p WHERE p.app_id = %s "
+            f"AND p.kind = '{capture}' AND p.pinned = false "
+            "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
+            "AND NOT (p.change_set_id = ANY(%s))) ORDER BY a.id FOR UPDATE OF a), "
             f"gone AS (DELETE FROM {point} AS p WHERE p.app_id = %s "
             f"AND p.kind = '{capture}' AND p.pinned = false "
             "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
             "AND NOT (p.change_set_id = ANY(%s)) "
+            "AND p.artifact_id IN (SELECT id FROM locked) "
             "RETURNING p.id, p.previous_blob_id, p.change_set_id, p.artifact_id, p.created_on), "
             f"moved AS (UPDATE {artifact} AS a SET pruned_until = CASE WHEN a.pruned_until "
             "IS NULL OR a.pruned_until < g.t THEN g.t ELSE a.pruned_until END "
@@ -239,24 +282,32 @@ def _sql(vendor: str) -> dict[str, str]:
             "RETURNING r.id), "
             f"unmarked AS (UPDATE {mark} AS m SET change_set_id = NULL "
             "WHERE m.change_set_id IN (SELECT id FROM emptied) RETURNING m.id), "
-            f"unreleased AS (UPDATE {app_table} AS ap SET release_set_id = NULL "
-            "WHERE ap.id = %s AND ap.release_set_id IN (SELECT id FROM emptied) "
-            "RETURNING ap.id), "
             f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || "
             "(SELECT jsonb_agg(jsonb_build_object('pointId', g.id, 'artifactId', "
             "g.artifact_id) ORDER BY g.created_on DESC, g.id DESC) FROM gone AS g "
             "WHERE g.change_set_id = cs.id) "
             "WHERE cs.id IN (SELECT change_set_id FROM gone) "
             "AND NOT EXISTS (SELECT 1 FROM emptied AS x WHERE x.id = cs.id) "
-            "RETURNING cs.id) "
-            "SELECT id, previous_blob_id, change_set_id FROM gone"
+            "RETURNING cs.id), "
+            "held AS (SELECT DISTINCT previous_blob_id AS s FROM gone "
+            "WHERE previous_blob_id IS NOT NULL), "
+            f"swept AS (DELETE FROM {blob} AS x WHERE x.sha256 IN (SELECT s FROM held "
+            f"UNION SELECT c.base_id FROM {blob} AS c WHERE c.sha256 IN (SELECT s FROM held)) "
+            f"AND NOT {referenced('x.sha256')} "
+            f"AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = x.sha256 "
+            "AND (NOT (d.sha256 = ANY (SELECT s FROM held)) "
+            f"OR {referenced('d.sha256')}){fence}) "
+            "RETURNING x.sha256) "
+            "SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM swept)"
         )
         if vendor == "postgresql"
         else "",
         # One pruner per app at a time (PostgreSQL, a transaction-level advisory lock: writers
         # never take it, so it never waits on one).
-        "pruner_lock": "SELECT pg_advisory_xact_lock(%s, %s)",
-        "pruner_async_commit": "SET LOCAL synchronous_commit TO OFF",
+        # A pruner's commit need not wait for the disk (see :func:`_pruner_lock`).
+        "pruner_lock": (
+            "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock(%s, %s)"
+        ),
         "pruned_until": (
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
             "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE app_id = %s AND id = %s"
@@ -274,24 +325,11 @@ def _sql(vendor: str) -> dict[str, str]:
         # (The candidates and their bases are one list, found on the primary key: an OR of
         # the two would have the planner scan the tables.) Each check is fenced (see ``fence``).
         # No deployment may reference it either (SPEC §13).
-        "sweep": (
-            f"DELETE FROM {blob} WHERE sha256 IN (SELECT c.sha256 FROM {blob} AS c "
-            f"WHERE c.sha256 IN ({{ids}}) UNION SELECT c.base_id FROM {blob} AS c "
-            f"WHERE c.sha256 IN ({{ids}})) "
-            f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a "
-            f"WHERE a.blob_id = {blob}.sha256{fence}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p "
-            f"WHERE p.previous_blob_id = {blob}.sha256{fence}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {blob}.sha256{fence}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = {blob}.sha256 "
-            f"AND (d.sha256 NOT IN ({{ids}}) "
-            f"OR EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = d.sha256{fence}) "
-            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = d.sha256{fence}) "
-            f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = d.sha256{fence})){fence})"
-        ),
-        # The lock, the current source and (SQLite, where the write lock is already held, so
-        # the count cannot go stale) the retention count, in one statement. The blob's sha is
-        # read back so a join that PostgreSQL re-checked after waiting for the lock is detected.
+        "sweep": sweep,
+        # The lock, the current source and the retention count, in one statement (on SQLite
+        # the write lock is already held, so the count cannot go stale; on PostgreSQL it is
+        # the app as the statement began). The blob's sha is read back so a join that
+        # PostgreSQL re-checked after waiting for the lock is detected.
         "lock_read": lock_read(grouped=False),
         "lock_read_grouped": lock_read(grouped=True),
         # The app's unpinned capture points (what retention counts), counted up to a cap.
@@ -396,15 +434,15 @@ def lock_and_read(
     turn_since: datetime | None = None,
 ) -> ArtifactRow | None:
     """The artifact row, locked for update (PostgreSQL; SQLite holds the write lock), with its
-    current source and (SQLite) the retention count, or None. When it is the transaction's first
+    current source and the retention count, or None. When it is the transaction's first
     statement, the transaction's BEGIN travels with it (:func:`versions.rawsql.execute_first`).
 
-    ``unpinned`` is the number of unpinned points of the app, counted up to ``keep``.
+    ``unpinned`` is the number of unpinned points of the app, counted up to ``keep`` (on
+    PostgreSQL as the statement began: see :attr:`ArtifactRow.view_current`).
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
     turn would join is looked up in the same statement (``grouping``).
     """
-    vendor = _vendor()
-    params: list[Any] = [app_id, False, keep] if vendor != "postgresql" else []
+    params: list[Any] = [app_id, False, keep]
     turn = turn_id if (turn_id and not run_id and turn_since is not None) else ""
     grouped = bool(run_id or turn)
     if grouped:
@@ -581,60 +619,26 @@ def _beyond_kept(rows: Sequence[Any] | None, keep: int) -> list[ExcessRow]:
     return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
 
 
-def excess_points(app_id: int, keep: int, *, first: bool = False) -> list[ExcessRow]:
-    """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id).
-
-    ``first``: the transaction's first statement, by the app's only pruner: on PostgreSQL
-    it waits for any other pruner of the app first (a transaction-level advisory lock that
-    writers never take), and BEGIN and that lock travel with it.
-    """
-    params = _excess_params(app_id, keep)
-    if first:
-        rows = _execute_first(_q("excess_rows"), params, "all", prelude=_pruner_lock(app_id))
-    else:
-        rows = _execute(_q("excess_rows"), params, "all")
-    return _beyond_kept(rows, keep)
+def excess_points(app_id: int, keep: int) -> list[ExcessRow]:
+    """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id)."""
+    return _beyond_kept(_execute(_q("excess_rows"), _excess_params(app_id, keep), "all"), keep)
 
 
-def excess_points_later(app_id: int, keep: int) -> Callable[[], list[ExcessRow]]:
-    """:func:`excess_points` read with the statements of a :func:`batch` (no round trip of its
-    own): call the returned function once the batch ended. In a writer's transaction it sees
-    its own capture and the writers that committed before; the pruner finds the points beyond
-    the limit again as they are then (:func:`prune_beyond`)."""
-    fetched = _execute_later(_q("excess_rows"), _excess_params(app_id, keep), "all")
-    return lambda: _beyond_kept(fetched(), keep)
-
-
-def prune_beyond(
-    app_id: int,
-    keep: int,
-    found: list[ExcessRow],
-    protect: list[str],
-) -> None:
-    """Retention after a write that found the app over its limit (``found``: what it saw beyond
-    the newest ``keep``, :func:`excess_points_later`), as one transaction of one round trip
-    (PostgreSQL; the caller's atomic block is the outermost and does nothing else): the app's
-    pruner lock, the artifacts' locks in one order, the points beyond the limit *now* deleted
-    with the sets they leave empty (other writers may have committed, or pruned, since), the
-    blobs left unreferenced gone, COMMIT. When another writer's points made it prune points
-    the writer did not see, their blobs are swept in a second transaction."""
-    blobs = sorted({row[1] for row in found if row[1]})
-    artifacts = sorted({row[3] for row in found})
-    with batch(begin=True, commit=True):
-        for sql, params in _pruner_lock(app_id):
-            _execute(sql, params)
-        if len(artifacts) > 1:  # one artifact: the statement below locks it
-            lock_artifacts(app_id, artifacts)
-        gone = _execute_later(
+def pruner_statements(app_id: int, keep: int, protect: list[str]) -> list[tuple[str, list[Any]]]:
+    """Retention after a write that took the app over its limit, as the statements of one
+    transaction of its own, which the write's round trip can carry after its COMMIT
+    (PostgreSQL): the app's pruner lock, then one statement that locks the artifacts whose
+    points go in one order, deletes the unpinned captures beyond the newest ``keep`` *as they
+    are then* (except the ``protect``-ed sets'; other writers may have committed, or pruned,
+    since) with the sets they leave empty, and sweeps the blobs left unreferenced."""
+    protected = list(protect)
+    return [
+        *_pruner_lock(app_id),
+        (
             _q("prune_beyond"),
-            [app_id, keep, app_id, list(protect), app_id, app_id],
-            "all",
-        )
-        sweep_blobs(blobs)
-    more_blobs = sorted({row[1] for row in gone() or [] if row[1]} - set(blobs))
-    # A transaction of its own (the one above has committed): the caller's atomic block
-    # commits it.
-    sweep_blobs(more_blobs)
+            [app_id, keep, app_id, app_id, protected, app_id, protected, app_id],
+        ),
+    ]
 
 
 def excess_counters(
@@ -651,15 +655,13 @@ _PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
 
 
 def _pruner_lock(app_id: int) -> list[tuple[str, list[Any]]]:
+    """One pruner per app at a time (PostgreSQL; on SQLite writers, and so pruners, are
+    serialized). A pruner's commit need not wait for the disk: if the server stopped before it
+    reached it, the points would simply still be there, and the next write over the limit
+    prunes them (PostgreSQL's asynchronous commit never leaves half a transaction)."""
     if _vendor() != "postgresql":
-        return []  # writers, and so pruners, are serialized
-    # A pruner's commit need not wait for the disk: if the server stopped before it reached
-    # it, the points would simply still be there, and the next write over the limit prunes
-    # them (PostgreSQL's asynchronous commit never leaves half a transaction).
-    return [
-        (_q("pruner_async_commit"), []),
-        (_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id]),
-    ]
+        return []
+    return [(_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id])]
 
 
 def lock_artifacts(app_id: int, artifact_ids: list[int]) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from versions import conf, ids, rawsql
 from versions.diffing import count_line_changes
@@ -288,7 +287,7 @@ def _capture(
         run_id=who.run_id,
         turn_id=who.turn_id,
         by=who.requested_by,
-        found=row.grouping if row.grouping_current else None,
+        found=row.grouping if row.view_current else None,
         message=who.message,
     )
     _sql.insert_point(
@@ -347,21 +346,19 @@ def _write(
     apply_source(target, sha=sha, source=source, size=size, by=by, now=now, at=at)
 
 
-def _retention_check(
-    app: App, row: _sql.ArtifactRow, keep: int, captured: _Captured
-) -> Callable[[], list[_sql.ExcessRow]] | None:
-    """Retention after this capture: the app keeps its newest ``keep`` unpinned points.
+def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
+    """Whether this capture may take the app over its limit of ``keep`` unpinned points.
 
-    On SQLite the count read with the lock is exact (the write lock was held): prune now if
-    this capture goes over. On PostgreSQL the points beyond the limit are read with the
-    write's statements (its own snapshot, this write included, writers that committed
-    meanwhile too); the returned function gives them once they ended.
+    The count read with the lock is exact on SQLite (the write lock was held). On PostgreSQL
+    it is the app as the lock statement began: when the lock waited for another writer of
+    the artifact, that writer's point is not in it, so the pruner runs anyway (it finds the
+    points beyond the limit again, as they are then, and prunes none when there are none).
+    Writers of different artifacts racing may each miss the other's point: the next write
+    counts both.
     """
-    if row.unpinned is not None:
-        if row.unpinned + (0 if captured.pinned else 1) > keep:
-            retention.prune(app, protect=[captured.change_set_id])
-        return None
-    return _sql.excess_points_later(app.pk, keep)
+    if row.unpinned is None or not row.view_current:
+        return True
+    return row.unpinned + (0 if captured.pinned else 1) > keep
 
 
 @dataclass(frozen=True)
@@ -416,8 +413,9 @@ def _capture_and_write(
     the write, retention, the receipt; in one round trip where the database allows."""
     ms = next_point_ms(row)
     at = _sql.moment(ids.ms_to_datetime(ms))
-    # The write's last statements: at the top level on PostgreSQL, COMMIT travels with them.
-    with _batch(collection):
+    # The write's last statements: at the top level on PostgreSQL, COMMIT travels with them,
+    # and retention's own transaction after it.
+    with _batch(collection) as batch:
         if sha is not None and source is not None:
             _sql.insert_blob(raw, sha, len(source), at, row.delta_base)
         captured = _capture(
@@ -435,13 +433,15 @@ def _capture_and_write(
             now=captured.created_on,
             at=at,
         )
-        beyond = _retention_check(app, row, keep, captured)
-    found = beyond() if beyond is not None else []
-    if found:  # more than ``keep`` unpinned captures
-        if rawsql.outermost():  # the write's transaction is its own: prune once it committed
-            retention.prune_after_commit(app, protect=[captured.change_set_id], found=found)
-        else:  # part of a larger transaction (a restore, a test): prune inside it
-            retention.prune(app, protect=[captured.change_set_id])
+        over = _over_limit(row, keep, captured)
+        # Serialized writers (SQLite), or part of a larger transaction (a restore, a test):
+        # prune inside it. Else the write's transaction is its own: prune in one of its own
+        # after it, sent with it where the batch allows.
+        inside = connection.vendor == "sqlite" or not rawsql.outermost()
+        if over and not inside:
+            retention.prune_after_commit(app, protect=[captured.change_set_id], batch=batch)
+    if over and inside:
+        retention.prune(app, protect=[captured.change_set_id])
     return WriteReceipt(
         app.slug,
         collection,
@@ -456,11 +456,13 @@ def _capture_and_write(
     )
 
 
-def _batch(collection: str) -> AbstractContextManager[None]:
+def _batch(collection: str) -> AbstractContextManager[rawsql.Batch]:
     """A capture's statements, ending its transaction, in one round trip where the database
     allows; a route's write goes through the route-save path (the ORM), which runs statement
     by statement."""
-    return nullcontext() if collection == API_ROUTE else _sql.batch(commit=True)
+    if collection == API_ROUTE:
+        return nullcontext(rawsql.Batch(can_follow=False))
+    return _sql.batch(commit=True)
 
 
 def _retrying(func: Any) -> Any:

@@ -9,8 +9,9 @@ from datetime import datetime
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
-from versions import conf
+from versions import conf, rawsql
 from versions.models import App, ChangeSet, RestorePoint
+from versions.rawsql import Batch
 from versions.services import _sql
 
 logger = logging.getLogger(__name__)
@@ -53,10 +54,7 @@ def sweep_after_commit(candidates: set[str]) -> None:
 
 
 def prune_after_commit(
-    app: App,
-    *,
-    protect: Iterable[str] = (),
-    found: list[_sql.ExcessRow] | None = None,
+    app: App, *, protect: Iterable[str] = (), batch: Batch | None = None
 ) -> None:
     """Prune the app once the writer's transaction committed, in a transaction of its own.
 
@@ -65,24 +63,27 @@ def prune_after_commit(
     waits for it. Alone, the pruner first becomes the app's only one, then locks what it
     touches in one order, so it only ever waits. If it still fails (a writer joined a set it
     emptied), it gives up: the next write over the limit prunes again. ``protect``: as
-    :func:`prune`. ``found``: the points the writer saw beyond the limit, read with its own
-    statements (PostgreSQL): the pruner then needs one round trip, not two.
+    :func:`prune`. ``batch``: the writer's last statements, where the pruner's transaction
+    can travel after their COMMIT (:meth:`~versions.rawsql.Batch.follow`): no round trip of
+    its own. Elsewhere (queries recorded, a route's write) it runs statement by statement once
+    the writer committed.
     """
-    protected = tuple(protect)
+    statements = _sql.pruner_statements(app.pk, conf.points_per_app(), list(protect))
+
+    def gave_up(exc: Exception) -> None:
+        logger.warning("retention of app %s left for the next write", app.slug, exc_info=exc)
+
+    if batch is not None and batch.can_follow:
+        batch.follow(statements, on_error=gave_up)
+        return
 
     def prune_alone() -> None:
         try:
             with transaction.atomic():
-                if found is not None and connection.vendor == "postgresql":
-                    candidates = [row for row in found if row[2] not in protected]
-                    if candidates:
-                        _sql.prune_beyond(
-                            app.pk, conf.points_per_app(), candidates, list(protected)
-                        )
-                else:
-                    prune(app, alone=True, protect=protected)
-        except DatabaseError:
-            logger.warning("retention of app %s left for the next write", app.slug, exc_info=True)
+                for sql, params in statements:
+                    rawsql.execute(sql, params)
+        except DatabaseError as exc:
+            gave_up(exc)
 
     # robust: the write has landed whatever happens here; an error is logged, not raised.
     transaction.on_commit(prune_alone, robust=True)
@@ -111,9 +112,7 @@ def over_limit(app: App) -> bool:
     return _sql.count_unpinned(app.pk, keep + 1) > keep
 
 
-def prune(
-    app: App, *, alone: bool = False, protect: Iterable[str] = (), counters: bool = False
-) -> int:
+def prune(app: App, *, protect: Iterable[str] = (), counters: bool = False) -> int:
     """Prune the app's unpinned capture points beyond the newest N (``VERSIONS_POINTS_PER_APP``)
     and, with ``counters`` (after a restore), the counter-points of restore sets that are not
     among its newest ``VERSIONS_RESTORE_SETS_PER_APP`` unnamed ones; returns how many went.
@@ -121,17 +120,10 @@ def prune(
     ``protect``: sets none of whose points go (the writer's own turn, or a restore's sets):
     they count against the limit, and retention prunes older points of other sets instead —
     when only they are left, the app stays over the limit until the next write.
-
-    ``alone``: the caller's transaction does nothing else (:func:`prune_after_commit`): it
-    waits to be the app's only pruner, its last statements carry the COMMIT, and the blobs it
-    leaves unreferenced go with them (a writer re-referencing one meanwhile fails on its
-    foreign key at commit, and retries).
     """
     protected = set(protect)
     excess = [
-        row
-        for row in _sql.excess_points(app.pk, conf.points_per_app(), first=alone)
-        if row[2] not in protected
+        row for row in _sql.excess_points(app.pk, conf.points_per_app()) if row[2] not in protected
     ]
     if counters:
         excess += [
@@ -148,7 +140,7 @@ def prune(
         if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:
             newest_pruned[artifact_id] = created_on
     blobs = {row[1] for row in excess if row[1]}
-    with _sql.batch(commit=alone):  # none of these needs the one before's rows
+    with _sql.batch():  # none of these needs the one before's rows
         _sql.lock_artifacts(app.pk, list(newest_pruned))
         _sql.delete_points(app.pk, [row[0] for row in excess])
         # pruned_until only ever moves forward (a point pinned for a while and pruned later
@@ -160,10 +152,7 @@ def prune(
         # artifact's state before the turn was pruned.
         _sql.delete_emptied_change_sets(app.pk, sorted(by_set))
         _sql.append_pruned(app.pk, by_set)
-        if alone:
-            _sql.sweep_blobs(sorted(blobs))
-        else:
-            sweep_blobs(blobs)
+        sweep_blobs(blobs)
     return len(excess)
 
 
