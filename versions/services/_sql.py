@@ -56,6 +56,9 @@ class ArtifactRow:
     unpinned: int | None = None
     # The change set a capture would join, found with the lock (:class:`Grouping`).
     grouping: Grouping | None = None
+    # SQLite: the app's unpinned captures from the newest ``keep``-th on, newest first (None:
+    # not read with the lock).
+    from_last_kept: list[ExcessRow] | None = None
 
     @property
     def view_current(self) -> bool:
@@ -156,6 +159,14 @@ def _sql(vendor: str) -> dict[str, str]:
             + (
                 f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
                 f"AND kind = '{capture}' AND pinned = %s LIMIT %s) AS capped)"
+                if vendor == "postgresql"
+                # SQLite: the points themselves from the newest N-th on (the next capture
+                # takes the others beyond the limit), read off the retention index as
+                # "excess_rows" reads them, so a write that prunes needs no query for them.
+                else ", (SELECT json_group_array(json_array(id, previous_blob_id, "
+                "change_set_id, artifact_id, created_on)) FROM (SELECT * "
+                f"FROM {point} WHERE app_id = %s AND kind = '{capture}' AND pinned = %s "
+                "ORDER BY created_on DESC, id DESC LIMIT -1 OFFSET %s))"
             )
             + (
                 # The change set a capture would join: its run's (run "" finds none) ...
@@ -175,18 +186,16 @@ def _sql(vendor: str) -> dict[str, str]:
         )
 
     return {
-        # The capture points at or before the (keep + 1)-th newest capture time, and how many
-        # are newer: both found on the retention index alone, so the cost does not grow with
-        # the points kept (ordering all of them by id as well would read every row).
-        # Counter-points are not counted (SPEC §17): see "excess_counters".
+        # The app's unpinned capture points beyond the newest N, newest first: one backward
+        # scan of the retention index (which ends with the id, so this order is the index's),
+        # reading the N kept entries and the ones beyond. Counter-points are not counted
+        # (SPEC §17): see "excess_counters".
         "excess_rows": (
-            f"WITH cut AS (SELECT created_on AS c FROM {point} WHERE app_id = %s "
-            f"AND kind = '{capture}' AND pinned = %s ORDER BY created_on DESC LIMIT 1 OFFSET %s) "
-            "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on, "
-            f"(SELECT COUNT(*) FROM {point} WHERE app_id = %s AND kind = '{capture}' "
-            "AND pinned = %s AND created_on > (SELECT c FROM cut)) "
+            "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on "
             f"FROM {point} WHERE app_id = %s AND kind = '{capture}' AND pinned = %s "
-            "AND created_on <= (SELECT c FROM cut) ORDER BY created_on DESC, id DESC"
+            "ORDER BY created_on DESC, id DESC "
+            + ("LIMIT ALL" if vendor == "postgresql" else "LIMIT -1")
+            + " OFFSET %s"
         ),
         # The unpinned counter-points of the app's restore sets older than its newest N unnamed
         # ones (a named set's points are pinned; so are the release's). Only points at or before
@@ -209,7 +218,11 @@ def _sql(vendor: str) -> dict[str, str]:
         # planner could then prefer the app's index and read every set or mark of the app.
         "delete_emptied_sets": (
             f"DELETE FROM {change_set} WHERE id IN ({{ids}}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id)"
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id) "
+            # Whether a restore set or a release mark still points at it.
+            f"RETURNING id, EXISTS (SELECT 1 FROM {change_set} AS r "
+            f"WHERE r.restored_from_id = {change_set}.id), "
+            f"EXISTS (SELECT 1 FROM {mark} AS m WHERE m.change_set_id = {change_set}.id)"
         ),
         "forget_gone_in_sets": (
             f"UPDATE {change_set} SET restored_from_id = NULL WHERE restored_from_id IN ({{ids}}) "
@@ -220,12 +233,6 @@ def _sql(vendor: str) -> dict[str, str]:
             f"UPDATE {mark} SET change_set_id = NULL WHERE change_set_id IN ({{ids}}) "
             f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
             f"WHERE gone.id = {mark}.change_set_id)"
-        ),
-        "forget_gone_in_apps": (
-            f"UPDATE {app_table} SET release_set_id = NULL WHERE id = %s "
-            "AND release_set_id IN ({ids}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {change_set} AS gone "
-            f"WHERE gone.id = {app_table}.release_set_id)"
         ),
         "delete_points": f"DELETE FROM {point} WHERE app_id = %s AND id IN ({{ids}})",
         # Retention locks the artifacts whose pruned_until it moves, in one order, before it
@@ -437,12 +444,15 @@ def lock_and_read(
     current source and the retention count, or None. When it is the transaction's first
     statement, the transaction's BEGIN travels with it (:func:`versions.rawsql.execute_first`).
 
-    ``unpinned`` is the number of unpinned points of the app, counted up to ``keep`` (on
-    PostgreSQL as the statement began: see :attr:`ArtifactRow.view_current`).
+    On PostgreSQL ``unpinned`` is the number of unpinned points of the app, counted up to
+    ``keep``, as the statement began (see :attr:`ArtifactRow.view_current`). On SQLite, where
+    the write lock is held, ``from_last_kept`` lists the unpinned captures from the newest
+    ``keep``-th on: the ones the next capture takes beyond the limit.
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
     turn would join is looked up in the same statement (``grouping``).
     """
-    params: list[Any] = [app_id, False, keep]
+    postgresql = _vendor() == "postgresql"
+    params: list[Any] = [app_id, False, keep if postgresql else max(keep - 1, 0)]
     turn = turn_id if (turn_id and not run_id and turn_since is not None) else ""
     grouped = bool(run_id or turn)
     if grouped:
@@ -471,11 +481,16 @@ def lock_and_read(
         old_raw,
         delta_base,
         _read_dt(row[13]),
-        row[14],
+        row[14] if postgresql else None,
         Grouping(run_id, turn, _set_ref(row[15]), _set_ref(row[16]), _read_dt(row[17]))
         if grouped
         else None,
+        None if postgresql else _excess_rows(json.loads(row[14])),
     )
+
+
+def _excess_rows(rows: Sequence[Sequence[Any]]) -> list[ExcessRow]:
+    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows]  # type: ignore[misc]
 
 
 def _set_ref(value: str | None) -> tuple[str, bool] | None:
@@ -606,22 +621,9 @@ def _in(name: str, values: list) -> str:
 ExcessRow = tuple[str, str | None, str, int, datetime]
 
 
-def _excess_params(app_id: int, keep: int) -> list[Any]:
-    return [app_id, False, keep, app_id, False, app_id, False]
-
-
-def _beyond_kept(rows: Sequence[Any] | None, keep: int) -> list[ExcessRow]:
-    """The rows of "excess_rows" past the newest ``keep``: those at or before the cut, less
-    the newest of them that are still kept (ties at the cut)."""
-    if not rows:
-        return []
-    kept_here = keep - rows[0][5]
-    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows[kept_here:]]  # type: ignore[misc]
-
-
 def excess_points(app_id: int, keep: int) -> list[ExcessRow]:
     """The app's unpinned points beyond the newest ``keep`` (newest first, ties by id)."""
-    return _beyond_kept(_execute(_q("excess_rows"), _excess_params(app_id, keep), "all"), keep)
+    return _excess_rows(_execute(_q("excess_rows"), [app_id, False, keep], "all") or [])
 
 
 def pruner_statements(app_id: int, keep: int, protect: list[str]) -> list[tuple[str, list[Any]]]:
@@ -683,13 +685,17 @@ def advance_pruned_until(app_id: int, newest: dict[int, datetime]) -> None:
         _execute(_q("pruned_until"), [at, at, app_id, artifact_id])
 
 
-def delete_emptied_change_sets(app_id: int, set_ids: list[str]) -> None:
-    """Delete the app's change sets among ``set_ids`` left with no point, and clear what pointed
-    at them (a restore set's ``restored_from``, release history, a release mark), as the
-    models' SET_NULL says. Named or release sets are pinned, so retention never empties them."""
-    for name in ("delete_emptied_sets", "forget_gone_in_sets", "forget_gone_in_marks"):
-        _execute(_in(name, set_ids), set_ids)
-    _execute(_in("forget_gone_in_apps", set_ids), [app_id, *set_ids])
+def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
+    """Delete the change sets among ``set_ids`` left with no point, and clear what pointed at
+    them (a restore set's ``restored_from``, a release mark), as the models' SET_NULL says;
+    returns the ids deleted. An app's release is pinned, so never emptied (were it marked
+    meanwhile, its foreign key, checked at COMMIT, fails the later of the two)."""
+    rows = _execute(_in("delete_emptied_sets", set_ids), set_ids, "all") or []
+    for column, name in ((1, "forget_gone_in_sets"), (2, "forget_gone_in_marks")):
+        pointed_at = sorted(row[0] for row in rows if row[column])
+        if pointed_at:
+            _execute(_in(name, pointed_at), pointed_at)
+    return {row[0] for row in rows}
 
 
 # Path/value pairs per json_insert call: SQLite allows 127 arguments to a function by default.

@@ -356,9 +356,18 @@ def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
     Writers of different artifacts racing may each miss the other's point: the next write
     counts both.
     """
+    if row.from_last_kept is not None:
+        return bool(_beyond(row, captured))
     if row.unpinned is None or not row.view_current:
         return True
     return row.unpinned + (0 if captured.pinned else 1) > keep
+
+
+def _beyond(row: _sql.ArtifactRow, captured: _Captured) -> list[_sql.ExcessRow]:
+    """SQLite: the points beyond the limit once this capture is in (a pinned one does not
+    count against it)."""
+    rows = row.from_last_kept or []
+    return rows[1:] if captured.pinned else rows
 
 
 @dataclass(frozen=True)
@@ -441,7 +450,8 @@ def _capture_and_write(
         if over and not inside:
             retention.prune_after_commit(app, protect=[captured.change_set_id], batch=batch)
     if over and inside:
-        retention.prune(app, protect=[captured.change_set_id])
+        found = _beyond(row, captured) if row.from_last_kept is not None else None
+        retention.prune(app, protect=[captured.change_set_id], excess=found)
     return WriteReceipt(
         app.slug,
         collection,

@@ -112,7 +112,13 @@ def over_limit(app: App) -> bool:
     return _sql.count_unpinned(app.pk, keep + 1) > keep
 
 
-def prune(app: App, *, protect: Iterable[str] = (), counters: bool = False) -> int:
+def prune(
+    app: App,
+    *,
+    protect: Iterable[str] = (),
+    counters: bool = False,
+    excess: list[_sql.ExcessRow] | None = None,
+) -> int:
     """Prune the app's unpinned capture points beyond the newest N (``VERSIONS_POINTS_PER_APP``)
     and, with ``counters`` (after a restore), the counter-points of restore sets that are not
     among its newest ``VERSIONS_RESTORE_SETS_PER_APP`` unnamed ones; returns how many went.
@@ -120,11 +126,14 @@ def prune(app: App, *, protect: Iterable[str] = (), counters: bool = False) -> i
     ``protect``: sets none of whose points go (the writer's own turn, or a restore's sets):
     they count against the limit, and retention prunes older points of other sets instead —
     when only they are left, the app stays over the limit until the next write.
+
+    ``excess``: the points beyond the limit, when the caller read them already (a write on
+    SQLite reads them with its lock).
     """
     protected = set(protect)
-    excess = [
-        row for row in _sql.excess_points(app.pk, conf.points_per_app()) if row[2] not in protected
-    ]
+    if excess is None:
+        excess = _sql.excess_points(app.pk, conf.points_per_app())
+    excess = [row for row in excess if row[2] not in protected]
     if counters:
         excess += [
             row
@@ -140,7 +149,9 @@ def prune(app: App, *, protect: Iterable[str] = (), counters: bool = False) -> i
         if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:
             newest_pruned[artifact_id] = created_on
     blobs = {row[1] for row in excess if row[1]}
-    with _sql.batch():  # none of these needs the one before's rows
+    # On PostgreSQL the statements travel together; only the sets' list waits for the
+    # emptied sets the delete before it reports.
+    with _sql.batch():
         _sql.lock_artifacts(app.pk, list(newest_pruned))
         _sql.delete_points(app.pk, [row[0] for row in excess])
         # pruned_until only ever moves forward (a point pinned for a while and pruned later
@@ -150,8 +161,10 @@ def prune(app: App, *, protect: Iterable[str] = (), counters: bool = False) -> i
         # never emptied; a restore set loses its counter-points all at once): never listed as
         # restorable. One that lost some keeps the list, so Restore all can say which
         # artifact's state before the turn was pruned.
-        _sql.delete_emptied_change_sets(app.pk, sorted(by_set))
-        _sql.append_pruned(app.pk, by_set)
+        emptied = _sql.delete_emptied_change_sets(sorted(by_set))
+        _sql.append_pruned(
+            app.pk, {set_id: gone for set_id, gone in by_set.items() if set_id not in emptied}
+        )
         sweep_blobs(blobs)
     return len(excess)
 
