@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from versions import selectors, services
 from versions.errors import NotFound
-from versions.models import PAGE, App, Artifact, ChangeSet, ReleaseMark, RestorePoint
+from versions.models import PAGE, App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
 
 
 def write(app, name, source, **kw):
@@ -131,6 +132,47 @@ def test_a_restore_set_emptied_by_retention_is_removed_and_what_pointed_at_it_is
     assert not ChangeSet.objects.filter(id__in=[restore.set_id, undo.set_id]).exists()
     assert not ReleaseMark.objects.filter(change_set_id=restore.set_id).exists()
     assert ReleaseMark.objects.filter(change_set_ref=restore.set_id).count() == 2
+
+
+def test_a_set_emptied_by_pruning_goes_and_what_named_it_is_cleared(app, settings):
+    """A capture set pruned empty: a restore set that restored it and the release history that
+    named it stay, unlinked; a set that only lost some points lists them."""
+    settings.VERSIONS_POINTS_PER_APP = 3
+    gone = write(app, "index", "v0\n")
+    restore = services.restore_change_set(gone.change_set_id, by="person")
+    services.mark_release(gone.change_set_id, by="person")
+    services.unmark_release(app, by="person")
+    pair = [write(app, f"page-{i}", "p\n", run_id="pair") for i in range(2)]
+    write(app, "index", "v1\n")
+    write(app, "index", "v2\n")  # prunes the first set's only point, then one of the pair's
+
+    assert not ChangeSet.objects.filter(id=gone.change_set_id).exists()
+    assert ChangeSet.objects.get(id=restore.set_id).restored_from_id is None
+    assert not ReleaseMark.objects.filter(change_set_id=gone.change_set_id).exists()
+    assert ReleaseMark.objects.filter(change_set_ref=gone.change_set_id).count() == 2
+    listed = ChangeSet.objects.get(id=pair[0].change_set_id).pruned
+    assert [entry["pointId"] for entry in listed] == [pair[0].restore_point_id]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's write path")
+def test_a_write_that_prunes_on_sqlite_runs_four_statements_more_than_one_below(app, settings):
+    """The points beyond the limit come with the write's lock: the pruning itself deletes the
+    point, moves pruned_until, deletes the set it emptied and sweeps the blob it held."""
+    settings.VERSIONS_POINTS_PER_APP = 3
+    below = App.objects.create(slug="below", name="Below")
+    for i in range(4):  # at the limit; the oldest point now holds "v0"
+        write(app, "index", f"v{i}\n")
+    write(below, "index", "b0\n")
+    with CaptureQueriesContext(connection) as under:
+        write(below, "index", "b1\n")
+    with CaptureQueriesContext(connection) as at_limit:
+        write(app, "index", "v4\n")
+
+    extra = [q["sql"].split(" ", 3)[:3] for q in at_limit.captured_queries[-5:-1]]
+    assert len(at_limit.captured_queries) == len(under.captured_queries) + 4
+    assert [words[0] for words in extra] == ["DELETE", "UPDATE", "DELETE", "DELETE"]
+    assert RestorePoint.objects.filter(app=app).count() == 3
+    assert not Blob.objects.filter(sha256=hashlib.sha256(b"v0\n").hexdigest()).exists()
 
 
 # --- #19: a turn or a restore larger than the limit keeps all its points ----------------------
