@@ -204,6 +204,31 @@ def test_a_point_the_database_refuses_leaves_nothing_written(top_app, refusing_p
     assert committed_source("index") == "v4\n"
 
 
+def test_a_write_at_the_limit_refused_at_commit_leaves_nothing_and_prunes_nothing(
+    top_app, refusing_points, settings
+):
+    """The pruner's transaction follows the write's COMMIT in the same round trip: when that
+    COMMIT fails, the pruner never runs, and the connection is clean for the next write."""
+    settings.VERSIONS_POINTS_PER_APP = 2
+    install, remove = refusing_points
+    for i in range(3):
+        write(top_app, "index", f"v{i}\n")  # at the limit
+    kept = set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True))
+    install("commit")
+
+    with pytest.raises(DatabaseError, match="disk full"):
+        write(top_app, "index", "never lands\n")
+
+    assert_connection_clean()
+    assert committed_source("index") == "v2\n"
+    assert set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True)) == kept
+    remove()
+    latest = write(top_app, "index", "v3\n")
+    assert committed_source("index") == "v3\n"
+    assert RestorePoint.objects.filter(app=top_app).count() == 2
+    assert RestorePoint.objects.filter(id=latest.restore_point_id).exists()
+
+
 def test_each_write_returns_with_the_app_back_at_its_limit(top_app, settings):
     settings.VERSIONS_POINTS_PER_APP = 3
     receipts = []
