@@ -34,6 +34,21 @@ def _still_this_page(page) -> bool:
     return page.evaluate("window.__stillThisPage === true")
 
 
+def _restore_from_row(page, row, set_id: str, button: str, *, opened: str = ""):
+    """Open the set's row, click ``button`` and confirm: the row's receipt and the new restore
+    set's id, once every request the action set off has ended."""
+    row.get_by_role("link", name=set_id, exact=True).click()
+    if opened:
+        expect(row.locator(opened).first).to_be_visible()
+    row.get_by_role("button", name=button).click()
+    page.locator("dialog#restore-dialog").get_by_role("button", name="Confirm restore").click()
+    receipt = row.locator(".receipt")
+    expect(receipt).to_contain_text("Restored")
+    new_id = receipt.locator("h3 a code").inner_text()
+    page.wait_for_load_state("networkidle")
+    return receipt, new_id
+
+
 def test_restoring_a_point_puts_its_counter_point_on_top_of_the_list(
     sized_page, live_server, demo_sets
 ):
@@ -100,14 +115,7 @@ def test_restore_all_puts_the_restore_set_on_top_and_a_filtered_list_stays_filte
     page.get_by_label("Kind").select_option("change")
     expect(page.locator("#search-summary")).to_be_visible()
     row = page.locator(f"#set-{agent.id}")
-    row.get_by_role("link", name=agent.id, exact=True).click()
-    expect(row.locator("section.diff").first).to_be_visible()
-    row.get_by_role("button", name="Restore all").click()
-    page.locator("dialog#restore-dialog").get_by_role("button", name="Confirm restore").click()
-    receipt = row.locator(".receipt")
-    expect(receipt).to_contain_text("Restored")
-    rs_id = receipt.locator("h3 a code").inner_text()
-    page.wait_for_load_state("networkidle")
+    receipt, rs_id = _restore_from_row(page, row, agent.id, "Restore all", opened="section.diff")
     expect(rows).to_have_count(2)
     expect(page.locator(f"#set-{rs_id}")).to_have_count(0)
     expect(receipt).to_be_visible()
@@ -119,13 +127,7 @@ def test_restore_all_puts_the_restore_set_on_top_and_a_filtered_list_stays_filte
     expect(rows).to_have_count(3)
     expect(rows.first).to_have_id(f"set-{rs_id}")
     restore_row = page.locator(f"#set-{rs_id}")
-    restore_row.get_by_role("link", name=rs_id, exact=True).click()
-    restore_row.get_by_role("button", name="Undo this restore").click()
-    page.locator("dialog#restore-dialog").get_by_role("button", name="Confirm restore").click()
-    undo = restore_row.locator(".receipt")
-    expect(undo).to_contain_text("Restored")
-    undo_id = undo.locator("h3 a code").inner_text()
-    page.wait_for_load_state("networkidle")
+    undo, undo_id = _restore_from_row(page, restore_row, rs_id, "Undo this restore")
     expect(rows).to_have_count(4)
     expect(rows.first).to_have_id(f"set-{undo_id}")
     expect(rows.first.locator(".badge.kind-restore")).to_be_visible()

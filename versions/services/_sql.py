@@ -122,33 +122,28 @@ def _sql(vendor: str) -> dict[str, str]:
         "ORDER BY p.created_on DESC LIMIT 1"
     )
 
+    def referenced(sha: str, *, points: str = "") -> str:
+        """Whether blob ``sha`` is referenced: by an artifact, a deployment or a point (those
+        ``points`` further restricts, e.g. to the ones a statement does not delete)."""
+        return (
+            f"(EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {sha}{fence}) "
+            f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {sha}{fence}) "
+            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {sha}"
+            f"{points}{fence}))"
+        )
+
     # A blob among the candidates ({ids}), or the full copy a candidate delta needs, that nothing
-    # references any more (no artifact, point, deployment, nor a delta outside the candidates).
+    # references any more (nor a delta outside the candidates).
     sweep = (
         f"DELETE FROM {blob} WHERE sha256 IN (SELECT c.sha256 FROM {blob} AS c "
         f"WHERE c.sha256 IN ({{ids}}) UNION SELECT c.base_id FROM {blob} AS c "
         f"WHERE c.sha256 IN ({{ids}})) "
-        f"AND NOT EXISTS (SELECT 1 FROM {artifact} AS a "
-        f"WHERE a.blob_id = {blob}.sha256{fence}) "
-        f"AND NOT EXISTS (SELECT 1 FROM {point} AS p "
-        f"WHERE p.previous_blob_id = {blob}.sha256{fence}) "
-        f"AND NOT EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {blob}.sha256{fence}) "
+        f"AND NOT {referenced(f'{blob}.sha256')} "
         f"AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = {blob}.sha256 "
-        f"AND (d.sha256 NOT IN ({{ids}}) "
-        f"OR EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = d.sha256{fence}) "
-        f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = d.sha256{fence}) "
-        f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = d.sha256{fence})){fence})"
+        f"AND (d.sha256 NOT IN ({{ids}}) OR {referenced('d.sha256')}){fence})"
     )
-
-    def referenced(sha: str) -> str:
-        """Whether blob ``sha`` has a reference that outlives a pruner's statement: an
-        artifact's, a deployment's, or a point's that the statement does not delete ("gone")."""
-        return (
-            f"(EXISTS (SELECT 1 FROM {artifact} AS a WHERE a.blob_id = {sha}{fence}) "
-            f"OR EXISTS (SELECT 1 FROM {entry} AS e WHERE e.blob_id = {sha}{fence}) "
-            f"OR EXISTS (SELECT 1 FROM {point} AS p WHERE p.previous_blob_id = {sha} "
-            f"AND NOT (p.id = ANY (SELECT g.id FROM gone AS g)){fence}))"
-        )
+    # In a pruner's statement, which still sees the points it deletes ("gone").
+    outliving_gone = " AND NOT (p.id = ANY (SELECT g.id FROM gone AS g))"
 
     def lock_read(*, grouped: bool) -> str:
         return (
@@ -300,18 +295,18 @@ def _sql(vendor: str) -> dict[str, str]:
             "WHERE previous_blob_id IS NOT NULL), "
             f"swept AS (DELETE FROM {blob} AS x WHERE x.sha256 IN (SELECT s FROM held "
             f"UNION SELECT c.base_id FROM {blob} AS c WHERE c.sha256 IN (SELECT s FROM held)) "
-            f"AND NOT {referenced('x.sha256')} "
+            f"AND NOT {referenced('x.sha256', points=outliving_gone)} "
             f"AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = x.sha256 "
             "AND (NOT (d.sha256 = ANY (SELECT s FROM held)) "
-            f"OR {referenced('d.sha256')}){fence}) "
+            f"OR {referenced('d.sha256', points=outliving_gone)}){fence}) "
             "RETURNING x.sha256) "
             "SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM swept)"
         )
         if vendor == "postgresql"
         else "",
         # One pruner per app at a time (PostgreSQL, a transaction-level advisory lock: writers
-        # never take it, so it never waits on one).
-        # A pruner's commit need not wait for the disk (see :func:`_pruner_lock`).
+        # never take it, so it never waits on one), whose commit need not wait for the disk
+        # (see :func:`pruner_statements`).
         "pruner_lock": (
             "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock(%s, %s)"
         ),
@@ -635,7 +630,10 @@ def pruner_statements(app_id: int, keep: int, protect: list[str]) -> list[tuple[
     since) with the sets they leave empty, and sweeps the blobs left unreferenced."""
     protected = list(protect)
     return [
-        *_pruner_lock(app_id),
+        # One pruner per app at a time. Its commit need not wait for the disk: if the server
+        # stopped before it reached it, the points would simply still be there, and the next
+        # write over the limit prunes them (an asynchronous commit never leaves half of it).
+        (_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id]),
         (
             _q("prune_beyond"),
             [app_id, keep, app_id, app_id, protected, app_id, protected, app_id],
@@ -654,16 +652,6 @@ def excess_counters(
 
 # The advisory lock space of retention (any constant; the app's id is the second key).
 _PRUNER_LOCK_SPACE = 0x7665_7273  # "vers"
-
-
-def _pruner_lock(app_id: int) -> list[tuple[str, list[Any]]]:
-    """One pruner per app at a time (PostgreSQL; on SQLite writers, and so pruners, are
-    serialized). A pruner's commit need not wait for the disk: if the server stopped before it
-    reached it, the points would simply still be there, and the next write over the limit
-    prunes them (PostgreSQL's asynchronous commit never leaves half a transaction)."""
-    if _vendor() != "postgresql":
-        return []
-    return [(_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id])]
 
 
 def lock_artifacts(app_id: int, artifact_ids: list[int]) -> None:
