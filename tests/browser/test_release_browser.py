@@ -45,6 +45,9 @@ def test_mark_release_agent_turn_review_and_restore_to_release(
     row.get_by_role("link", name=agent.id, exact=True).click()
     row.get_by_role("button", name="Mark as release").click()
     expect(row.locator(f"#badge-{agent.id}")).to_have_text("Release")
+    # The views the mark refreshes (HX-Trigger) finish loading before the test writes to the
+    # database itself: SQLite's shared in-memory cache locks a table a request is reading.
+    page.wait_for_load_state("networkidle")
     at_release = _state()
 
     # An agent turn after the release: a page changed, a module created, a route deleted.
