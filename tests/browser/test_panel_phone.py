@@ -94,3 +94,23 @@ def test_receipt_page_on_a_phone_fits_and_says_each_thing_once(
     page.get_by_text("Receipt as JSON").click()
     expect(page.locator("details.json pre")).to_contain_text(f'"setId": "{rs.id}"')
     assert _page_width(page) <= PHONE
+
+
+def test_every_tab_of_an_app_is_on_a_phones_screen(phone_page, live_server, demo_signed_in):
+    """All five tabs are in sight (none scrolled off the edge), and each one opens."""
+    page = phone_page
+    demo_signed_in(page)
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
+    names = ["Change sets", "Restore points", "Since release", "Production", "Members"]
+    tabs = page.locator("nav.tabs a")
+    expect(tabs).to_have_text(names)
+    for i in range(len(names)):
+        _inside_the_screen(tabs.nth(i))
+    for name in names[1:]:
+        page.locator(".tabs").get_by_role("link", name=name, exact=True).click()
+        expect(page.locator(".tabs").get_by_role("link", name=name, exact=True)).to_have_attribute(
+            "aria-current", "page"
+        )
+        assert _page_width(page) <= PHONE
+        for i in range(len(names)):
+            _inside_the_screen(tabs.nth(i))
