@@ -114,3 +114,26 @@ def test_every_tab_of_an_app_is_on_a_phones_screen(phone_page, live_server, demo
         assert _page_width(page) <= PHONE
         for i in range(len(names)):
             _inside_the_screen(tabs.nth(i))
+
+
+def test_promote_dialog_on_a_phone_keeps_its_buttons_whole(phone_page, live_server, demo_signed_in):
+    """The note, Cancel and Confirm promotion fit the screen, each button's words on one line
+    (they were squeezed to a letter per line beside the note field)."""
+    page = phone_page
+    demo_signed_in(page)
+    page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/production/")
+    page.get_by_role("button", name="Promote to production").click()
+    dialog = page.locator("dialog[open]")
+    confirm = dialog.get_by_role("button", name="Confirm promotion")
+    expect(confirm).to_be_visible()
+    for control in (
+        dialog.get_by_label("Note"),
+        dialog.get_by_role("button", name="Cancel"),
+        confirm,
+    ):
+        _inside_the_screen(control)
+    one_line = dialog.get_by_role("button", name="Cancel").bounding_box()
+    box = confirm.bounding_box()
+    assert one_line is not None and box is not None
+    assert box["height"] <= one_line["height"] + 1 and box["width"] > box["height"] * 3, box
+    assert _page_width(page) <= PHONE
