@@ -52,6 +52,27 @@ def test_a_reviewer_sees_one_app_and_no_restore_buttons(app, apps):
     assert panel.status_code == 200 and "Restore all" not in html and "Save name" in html
 
 
+NEEDS_RESTORER = "needs the <strong>restorer</strong> role on this app: ask one of its owners."
+
+
+def test_a_reviewer_is_told_which_role_restoring_needs_where_the_buttons_would_be(app, apps):
+    set_id, point_id = apps["quotes"]
+    services.mark_release(set_id, by="setup")
+    services.write_artifact(app, "pltf_page", "index", "v3\n", requested_by="a", tool="t")
+    pages = [
+        reverse("versions:change_set", args=["quotes", set_id]),
+        reverse("versions:restore_point", args=["quotes", point_id]),
+        reverse("versions:since_release", args=["quotes"]),
+    ]
+    reviewer, owner = _reviewer(app), Client()
+    owner.force_login(User.objects.get(username="owner"))
+    for url in pages:
+        seen = reviewer.get(url).content.decode()
+        assert NEEDS_RESTORER in seen, url
+        assert "Restore all" not in seen and ">Restore</button>" not in seen
+        assert NEEDS_RESTORER not in owner.get(url).content.decode(), url
+
+
 def test_a_reviewers_forged_restore_is_403_naming_the_role_and_writes_nothing(app, apps):
     client = _reviewer(app)
     before = _writes()
