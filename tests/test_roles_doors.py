@@ -153,3 +153,14 @@ def test_a_token_whose_user_left_the_app_can_no_longer_read_or_write_it(app, app
     assert api.get("/apps/quotes/artifacts").status_code == 404
     assert api.put("/apps/quotes/artifacts/pltf_page/index", {"source": "x\n"}).status_code == 404
     assert _writes() == before
+
+
+def test_a_reviewer_is_told_which_role_promoting_needs(app, apps):
+    note = "need the <strong>promoter</strong> role on this app: ask one of its owners."
+    url = reverse("versions:production", args=["quotes"])
+    reviewer, owner = _reviewer(app), Client()
+    owner.force_login(User.objects.get(username="owner"))
+    seen = reviewer.get(url).content.decode()
+    assert note in seen and "Promote to production" not in seen
+    shown = owner.get(url).content.decode()
+    assert note not in shown and "Promote to production" in shown
