@@ -41,6 +41,22 @@ def test_panel_404s_are_in_words_even_with_debug_on(client_in, settings, debug, 
     assert "URLconf" not in html and "technical" not in html.lower()
 
 
+def test_a_404_inside_an_app_leads_back_to_that_app_and_never_to_one_unseen(client_in):
+    missing = client_in.get("/apps/quotes/versions/change-sets/cs_nope/").content.decode()
+    assert '<a href="/apps/quotes/versions/">Back to' in missing
+    unknown = client_in.get("/apps/nope/versions/").content.decode()
+    assert 'href="/apps/nope/versions/"' not in unknown and "Back to the apps" in unknown
+    # A reviewer of one app only: an address inside another app says nothing about it.
+    App.objects.create(slug="hidden", name="Hidden")
+    User.objects.create_user("rev", password=None)
+    services.add_member("quotes", role="reviewer", username="rev", by="setup")
+    client_in.force_login(User.objects.get(username="rev"))
+    hidden = client_in.get("/apps/hidden/versions/change-sets/cs_nope/")
+    html = hidden.content.decode()
+    assert hidden.status_code == 404 and "Back to the apps" in html
+    assert 'href="/apps/hidden/versions/"' not in html and "Hidden" not in html
+
+
 def test_an_htmx_404_says_what_was_not_found_in_its_header(client_in, settings):
     settings.DEBUG = True
     response = client_in.get("/apps/quotes/versions/change-sets/cs_nope/", HTTP_HX_REQUEST="true")

@@ -55,11 +55,12 @@ def forbidden(
     return response
 
 
-def not_found(request: HttpRequest, message: str) -> HttpResponse:
+def not_found(request: HttpRequest, message: str, *, app: App | None = None) -> HttpResponse:
     """A 404 in words: templates/404.html, even with DEBUG on (Django's debug page would show
     its URL patterns instead of what was not found); for htmx the message in the
-    ``X-Versions-Error`` header as well."""
-    context = {"exception": message, "request_path": request.path}
+    ``X-Versions-Error`` header as well. ``app``: the app the missing page belonged to, when
+    this person may see it — the page then leads back to it."""
+    context = {"exception": message, "request_path": request.path, "app": app}
     html = render_to_string("404.html", context, request=request)
     response = HttpResponse(html, status=404)
     if message:
@@ -83,13 +84,25 @@ def panel_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
         except Forbidden as exc:
             return forbidden(request, exc.message)
         except NotFound as exc:
-            return not_found(request, exc.message)
+            return not_found(request, exc.message, app=_visible_app(request, kwargs))
         except Http404 as exc:
-            return not_found(request, str(exc))
+            return not_found(request, str(exc), app=_visible_app(request, kwargs))
         response.headers.setdefault("Vary", "HX-Request")
         return response
 
     return signed_in
+
+
+def _visible_app(request: HttpRequest, kwargs: dict[str, Any]) -> App | None:
+    """The app a missing page's address names, if this person may see it (else None: a 404
+    never says whether an app they may not see exists)."""
+    slug = kwargs.get("slug")
+    if not isinstance(slug, str):
+        return None
+    try:
+        return app_of(request, slug)
+    except (NotFound, Forbidden):
+        return None
 
 
 def _sign_in_again(request: HttpRequest) -> HttpResponse:
