@@ -97,7 +97,7 @@ def _visible_app(request: HttpRequest, kwargs: dict[str, Any]) -> App | None:
     """The app a missing page's address names, if this person may see it (else None: a 404
     never says whether an app they may not see exists)."""
     slug = kwargs.get("slug")
-    if not isinstance(slug, str):
+    if slug is None:  # a page outside any app (workspaces)
         return None
     try:
         return app_of(request, slug)
