@@ -158,11 +158,15 @@ def _code_points() -> Iterable[int]:
     return chain(range(_FIRST_CODE, 0xD800), range(0xE000, 0x110000))
 
 
+def _utf32(values: Iterable[int]) -> str:
+    """Code points as a string, joined via a UTF-32 buffer (in C: no Python call per value)."""
+    return array("I", values).tobytes().decode("utf-32-le")  # type: ignore[arg-type]
+
+
 def _codes(keys: Sequence[object], code: dict[object, int], missing: str) -> str:
     """One code point per line (``missing``'s for a line ``code`` lacks), looked up in C
-    (``map`` over ``dict.get``), joined via a UTF-32 buffer."""
-    values = map(code.get, keys, repeat(ord(missing)))
-    return array("I", values).tobytes().decode("utf-32-le")  # type: ignore[arg-type]
+    (``map`` over ``dict.get``)."""
+    return _utf32(map(code.get, keys, repeat(ord(missing))))
 
 
 def _lines_to_chars(
@@ -174,10 +178,19 @@ def _lines_to_chars(
     old-only lines share one sentinel and all new-only lines another (same diff, fewer codes).
     Past ``limit`` distinct shared lines codes wrap around, and equal runs must be verified.
     """
-    # Every pass over the lines runs in C, with no Python call per line: the old side's
-    # distinct lines, those of them the new side has too (each line looked up once, none
-    # stored), then one lookup per line encodes each side. Measured on a 1.5 MB stylesheet
-    # (102,562 lines, 2% changed): 28 ms, where building both sides' tables took 40 ms.
+    if len(a) <= limit:
+        # Every pass over the lines runs in C, with no Python call per line, and each line is
+        # looked up once: an old line takes the code of its first occurrence's turn (codes
+        # never run out: there are no more lines than codes), a new line the code of the same
+        # old line or the new-only sentinel; then the old codes no new line took become the
+        # old-only sentinel (a pass over small ints). Measured on a 1.5 MB stylesheet
+        # (102,562 lines, 2% changed), interleaved: 0.8× the time of building the shared
+        # lines' set first and looking every line up again (51 ms against 61 ms here).
+        table: dict[object, int] = {}
+        old = list(map(table.setdefault, a, _code_points()))
+        new = list(map(table.get, b, repeat(ord(_NEW_ONLY))))
+        old_only = dict.fromkeys(set(table.values()).difference(new), ord(_OLD_ONLY))
+        return _utf32(map(old_only.get, old, old)), _utf32(new), False
     shared = set(a).intersection(b)
     overflow = len(shared) > limit
     codes = cycle(islice(_code_points(), limit)) if overflow else _code_points()
