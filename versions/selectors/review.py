@@ -51,13 +51,15 @@ def review_state(user: Any, keys: Iterable[str]) -> ReviewState:
     if len(wanted) > _KEYS_PER_QUERY:
         return ReviewState(review_layout(user), frozenset(viewed_keys(user, wanted)))
     # A layout never contains ":", a mark always does: one UNION ALL tells them apart.
+    # The trailing order_by() keeps Meta.ordering off the combined query: Django 6.1 applies a
+    # model's default ordering after the UNION, and "user" is not a selected column there.
     layout = ReviewPreference.objects.filter(user=user).order_by().values_list("layout", flat=True)
     marks = (
         ViewedMark.objects.filter(user=user, key__in=wanted)
         .order_by()
         .values_list("key", flat=True)
     )
-    rows = set(layout.union(marks, all=True)) if wanted else set(layout)
+    rows = set(layout.union(marks, all=True).order_by()) if wanted else set(layout)
     chosen = [row for row in rows if row in ReviewPreference.LAYOUTS]
     return ReviewState(
         chosen[0] if chosen else ReviewPreference.UNIFIED,
