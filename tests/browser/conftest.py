@@ -51,8 +51,30 @@ def problems() -> PageProblems:
     return PageProblems()
 
 
-def _new_page(browser, problems: PageProblems, width: int = 1280, height: int = 900):
-    context = browser.new_context(viewport={"width": width, "height": height})
+class InFlight:
+    """The requests a browser context has sent and not yet seen answered (any of its pages)."""
+
+    def __init__(self, context) -> None:
+        self.pending: set = set()
+        context.on("request", lambda request: self.pending.add(request))
+        context.on("requestfinished", lambda request: self.pending.discard(request))
+        context.on("requestfailed", lambda request: self.pending.discard(request))
+
+
+def _settle(page, in_flight: InFlight, timeout_ms: int = 5_000) -> None:
+    """Wait until the context's requests are answered (at most ``timeout_ms``), so no request
+    still runs on the live server while the test's database is flushed: a test may end right
+    after an action whose refreshes are still loading (SQLite then reported "database table
+    is locked" in the flush, and the next test found the rows left behind)."""
+    waited = 0
+    while in_flight.pending and waited < timeout_ms and not page.is_closed():
+        page.wait_for_timeout(25)
+        waited += 25
+
+
+def _new_page(browser, problems: PageProblems, width: int = 1280, height: int = 900, **options):
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
+    context.in_flight = InFlight(context)
     page = context.new_page()
     page.set_default_timeout(10_000)
 
@@ -65,20 +87,27 @@ def _new_page(browser, problems: PageProblems, width: int = 1280, height: int = 
     return context, page
 
 
+def _close(context, page) -> None:
+    _settle(page, context.in_flight)
+    context.close()
+
+
+# The page fixtures ask for ``transactional_db`` so that they close (after their requests are
+# answered) before the test's database is flushed.
 @pytest.fixture
-def page(browser, live_server, problems: PageProblems) -> Iterator:
+def page(browser, live_server, transactional_db, problems: PageProblems) -> Iterator:
     context, pg = _new_page(browser, problems)
     yield pg
-    context.close()
+    _close(context, pg)
     assert problems.dialogs == [], f"a JavaScript dialog opened: {problems.dialogs}"
     assert problems.errors == [], f"script errors on the page: {problems.errors}"
 
 
 @pytest.fixture
-def phone_page(browser, live_server, problems: PageProblems) -> Iterator:
+def phone_page(browser, live_server, transactional_db, problems: PageProblems) -> Iterator:
     context, pg = _new_page(browser, problems, width=390, height=844)
     yield pg
-    context.close()
+    _close(context, pg)
     assert problems.dialogs == [], f"a JavaScript dialog opened: {problems.dialogs}"
 
 
@@ -175,18 +204,13 @@ SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
 
 
 @pytest.fixture(params=list(SIZES))
-def sized_page(request, browser, live_server, problems):
+def sized_page(request, browser, live_server, transactional_db, problems):
     """A page at 1280 and at 390 px (a test using it runs at both), in a time zone that is
     not UTC, failing the test on any script error."""
     width, height = SIZES[request.param]
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, timezone_id="Asia/Tokyo"
-    )
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    page.on("pageerror", lambda exc: problems.errors.append(str(exc)))
+    context, page = _new_page(browser, problems, width, height, timezone_id="Asia/Tokyo")
     yield page
-    context.close()
+    _close(context, page)
     assert problems.errors == [], problems.errors
 
 
