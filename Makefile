@@ -1,6 +1,7 @@
 # Versions: two commands on a fresh machine.
 #   make run   - virtualenv, install, migrate SQLite, load the demo app, serve on 127.0.0.1:8000
 #   make test  - virtualenv, install, lint, type-check, and the whole suite (SQLite + PostgreSQL)
+#   make test-compat - the suite on Django 6.x and a Python >= 3.12 found here (CI runs it too)
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 HOST ?= 127.0.0.1:8000
 
-.PHONY: install migrate demo run test lint typecheck test-sqlite test-postgres bench clean
+.PHONY: install migrate demo run test lint typecheck test-sqlite test-postgres test-compat bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,9 +51,12 @@ test: lint typecheck install
 	$(MAKE) test-sqlite
 	$(MAKE) test-postgres
 
+test-compat:
+	bash .ci/compat
+
 bench: install
 	$(BIN)/python tests/perf/bench_capture.py
 	DATABASE_URL=$(PG_URL) $(BIN)/python tests/perf/bench_capture.py
 
 clean:
-	rm -rf $(VENV) db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles
+	rm -rf $(VENV) .venv-compat db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles
