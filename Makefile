@@ -29,7 +29,7 @@ migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
 demo: migrate
-	$(BIN)/python manage.py load_demo
+	$(BIN)/python manage.py load_demo --address $(HOST)
 
 run: demo
 	$(BIN)/python manage.py runserver $(HOST)

@@ -259,3 +259,23 @@ def test_a_pruned_state_is_explained_with_the_apps_own_limit(admin_client: Clien
     write("w")  # 4 points, 2 kept: the turn lost its point of x (the oldest)
     page = admin_client.get(_url("change_set", "quotes", turn)).content.decode()
     assert "was pruned by retention (an app keeps its newest 2 unpinned points)" in page
+
+
+@pytest.mark.django_db
+def test_load_demo_prints_a_sign_in_that_works_at_the_address_served(client: Client) -> None:
+    """``make run HOST=…`` passes its address on: the printed link and sign-in are right."""
+    import re
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("load_demo", address="127.0.0.1:8011", stdout=out)
+    printed = out.getvalue()
+    assert "http://127.0.0.1:8011/accounts/login/" in printed
+    username, password = re.search(r"as “([^”]+)” with the password “([^”]+)”", printed).groups()
+    signed_in = client.post(
+        reverse("login"), {"username": username, "password": password}, follow=True
+    )
+    assert signed_in.context["user"].username == username
+    assert client.get(reverse("versions:change_sets", args=["quote-approvals"])).status_code == 200

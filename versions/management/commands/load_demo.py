@@ -127,6 +127,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-user", action="store_true", help="Do not create the demo sign-in."
         )
+        parser.add_argument(
+            "--address",
+            default="127.0.0.1:8000",
+            help="host:port the panel will be served on (for the sign-in link it prints).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         existed = App.objects.filter(slug=DEMO_SLUG).exists()
@@ -140,7 +145,7 @@ class Command(BaseCommand):
             return
         if demo_accounts():
             self.stdout.write(
-                f"Sign in at http://127.0.0.1:8000/accounts/login/ as “{DEMO_USER}” with the "
+                f"Sign in at http://{options['address']}/accounts/login/ as “{DEMO_USER}” with the "
                 f"password “{DEMO_PASSWORD}” (a local demo account; create your own with "
                 f"`python manage.py createsuperuser`), or as “{REVIEWER_USER}” with "
                 f"“{REVIEWER_PASSWORD}”: a reviewer of the quote approvals app only."
