@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
@@ -264,11 +267,6 @@ def test_a_pruned_state_is_explained_with_the_apps_own_limit(admin_client: Clien
 @pytest.mark.django_db
 def test_load_demo_prints_a_sign_in_that_works_at_the_address_served(client: Client) -> None:
     """``make run HOST=…`` passes its address on: the printed link and sign-in are right."""
-    import re
-    from io import StringIO
-
-    from django.core.management import call_command
-
     out = StringIO()
     call_command("load_demo", address="127.0.0.1:8011", stdout=out)
     printed = out.getvalue()
