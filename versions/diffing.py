@@ -30,6 +30,9 @@ from typing import Any, Literal
 from diff_match_patch import diff_match_patch
 from django.utils.safestring import SafeString, mark_safe
 
+from versions import linecodes
+from versions.linecodes import ArrowLines
+
 try:  # pragma: no cover - depends on the environment
     import fast_diff_match_patch as _fdmp
 except ImportError:  # pragma: no cover
@@ -38,7 +41,8 @@ except ImportError:  # pragma: no cover
 EngineName = Literal["cpp", "python"]
 # A source as text, or as its UTF-8 bytes (as stored: big ones are never decoded whole).
 Source = str | bytes
-Lines = list[str] | list[bytes]
+# A source's lines: a list, or (big sources, coded in Arrow) an Arrow-backed sequence of bytes.
+Lines = list[str] | list[bytes] | ArrowLines
 LineKind = Literal["context", "added", "removed"]
 Op = tuple[str, int]  # ("=" | "-" | "+", count)
 
@@ -286,6 +290,26 @@ def line_ops(
     return ops, method
 
 
+def coded_line_ops(
+    coded: linecodes.CodedLines, *, engine: EngineName | None = None
+) -> tuple[list[Op], str]:
+    """:func:`line_ops` of two sources whose lines Arrow split and coded
+    (:func:`versions.linecodes.code_lines`): the same ops, from the same engine input."""
+    engine = engine or DEFAULT_ENGINE
+    n_a, n_b = len(coded.old_lines), len(coded.new_lines)
+    if not n_a or not n_b:
+        return _normalize([("-", n_a), ("+", n_b)]), "trivial"
+    pre, suf = coded.prefix, coded.suffix
+    if coded.old_codes is None or coded.new_codes is None:
+        mid_ops = [("-", n_a - pre - suf), ("+", n_b - pre - suf)]
+        return _normalize([("=", pre), *mid_ops, ("=", suf)]), engine
+    ops = [("=", pre)] if pre else []
+    ops += _diff_discarding(coded.old_codes, coded.new_codes, engine)
+    if suf:
+        ops.append(("=", suf))
+    return ops, engine
+
+
 def _middle_ops(
     a: Sequence[object], b: Sequence[object], engine: EngineName, limit: int
 ) -> tuple[list[Op], str]:
@@ -454,6 +478,10 @@ def count_line_changes(
     old, new = _trim_common_lines(old, new)
     if old and new and _one_line(old) and _one_line(new):
         return 1, 1  # two different lines (the shared ones are set aside)
+    coded = _coded(old, new)
+    if coded is not None:
+        ops, _ = coded_line_ops(coded, engine=engine)
+        return sum(n for op, n in ops if op == "+"), sum(n for op, n in ops if op == "-")
     a, a_noeol = split_lines(old)
     b, b_noeol = split_lines(new)
     if not a or not b:
@@ -711,6 +739,13 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _coded(old: Source, new: Source) -> linecodes.CodedLines | None:
+    """Big UTF-8 sources' lines split and coded in Arrow, or ``None`` (the Python path)."""
+    if isinstance(old, bytes) and isinstance(new, bytes) and old != new:
+        return linecodes.code_lines(old, new)
+    return None
+
+
 def _compute_diff(
     old: Source | None,
     new: Source | None,
@@ -719,13 +754,21 @@ def _compute_diff(
     max_hunk_rows: int,
 ) -> DiffResult:
     old_text, new_text = _same_kind(old, new)
-    a, a_noeol = split_lines(old_text)
-    b, b_noeol = split_lines(new_text)
-    if old_text == new_text:
-        ops: list[Op] = [("=", len(a))] if a else []
-        method = "identical"
+    a: Lines
+    b: Lines
+    coded = _coded(old_text, new_text)
+    if coded is not None:  # big sources: lines split and coded in Arrow, none made in Python
+        a, a_noeol = coded.old_lines, coded.old_no_eol
+        b, b_noeol = coded.new_lines, coded.new_no_eol
+        ops, method = coded_line_ops(coded, engine=engine)
     else:
-        ops, method = line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)
+        a, a_noeol = split_lines(old_text)
+        b, b_noeol = split_lines(new_text)
+        if old_text == new_text:
+            ops = [("=", len(a))] if a else []
+            method = "identical"
+        else:
+            ops, method = line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)
     spans, trailing = _build_spans(ops, context, max_hunk_rows)
     return DiffResult(
         old_lines=a,
@@ -1023,8 +1066,11 @@ def _context_rows(
     o, n = old_start - 1, new_start - 1
     if o + count > len(a) or n + count > len(b):
         raise StaleContext("range outside the texts")
-    ka, kb = _keys(a, a_noeol), _keys(b, b_noeol)
-    if ka[o : o + count] != kb[n : n + count]:
+    # As their keys (``_keys``) compare: the lines, and a last line without a newline equals
+    # only the other side's last line without one.
+    a_last = a_noeol and o + count == len(a)
+    b_last = b_noeol and n + count == len(b)
+    if (count and a_last != b_last) or a[o : o + count] != b[n : n + count]:
         raise StaleContext("lines differ between the two texts")
     lb = len(b) - 1
     rows = []
