@@ -15,3 +15,11 @@ limit_request_field_size = 8190
 limit_request_fields = 100
 
 gunicorn_errors.install()
+
+
+def post_worker_init(worker: object) -> None:
+    """Import pyarrow as each worker starts (about 0.25 s), so that a worker's first big diff
+    does not wait for it (versions/linecodes.py)."""
+    from versions import linecodes
+
+    linecodes.available()

@@ -25,9 +25,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-# Sources of fewer bytes (both sides together) take the Python path (measured crossover: see
-# tests/perf/bench_diff_engine.py; below about 64 KB the Python path is as fast or faster).
-MIN_BYTES = 64 * 1024
+# Sources of fewer bytes (both sides together) take the Python path, where the kernels' fixed
+# cost is more than they save (tests/perf/bench_diff_engine.py's "crossover": 1.1x at 64 KB,
+# 0.9x at 128 KB, 0.7x at 512 KB and 1.5 MB).
+MIN_BYTES = 128 * 1024
 # The codes are dictionary indices moved past the sentinels and the surrogate block; beyond
 # this many distinct lines they would run out of code points (the Python path then wraps).
 _FIRST_CODE = 3

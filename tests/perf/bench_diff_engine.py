@@ -3,6 +3,10 @@
 Run: ``.venv/bin/python tests/perf/bench_diff_engine.py [--size 1500000] [--changed 0.02]``.
 Prints its figures last as one line of JSON: each engine's medians in ms and ``vs_git`` (its
 first view — compute and render page 1 — over ``git diff --no-index``; lower is better).
+
+``lines``: the same pair as UTF-8 bytes (as the panel reads sources), its lines split and coded
+in Arrow (``versions.linecodes``) over the pure-Python path, and ``crossover``: that ratio for
+sources from 8 KB to 512 KB (where ``linecodes.MIN_BYTES`` comes from), interleaved.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from versions import diffing  # noqa: E402
+from versions import diffing, linecodes  # noqa: E402
 
 PROPS = [
     ("color", ["#333", "#1a73e8", "red", "rgb(0, 0, 0)", "inherit"]),
@@ -89,7 +93,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         engines = run(old, new, Path(tmp), args)
     figures = {"bench": "diff_engine", "size": len(old), "changed": args.changed}
-    print(json.dumps({**figures, "engines": engines}))
+    lines = {"full": arrow_vs_python(old.encode(), new.encode(), args.repeat)}
+    print(f"1.5 MB as bytes, compute_diff, Arrow's line coding over Python's: {lines['full']}")
+    crossover = {}
+    for size in (8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 512_000):
+        small_old = make_stylesheet(size // 2)
+        small_new = change_lines(small_old, args.changed)
+        crossover[size] = arrow_vs_python(small_old.encode(), small_new.encode(), 41)
+    print("the same at sizes (both sides together, bytes):", crossover)
+    print(json.dumps({**figures, "engines": engines, "lines": {**lines, "crossover": crossover}}))
+
+
+def arrow_vs_python(old: bytes, new: bytes, repeat: int) -> float:
+    """compute_diff with the lines coded in Arrow over the pure-Python coding (medians,
+    interleaved); both paths give the same diff."""
+    saved = linecodes.MIN_BYTES
+    arrow: list[float] = []
+    python: list[float] = []
+    try:
+        for _ in range(repeat):
+            for threshold, out in ((0, arrow), (2**62, python)):
+                linecodes.MIN_BYTES = threshold
+                t0 = time.perf_counter()
+                diffing.compute_diff(old, new)
+                out.append(time.perf_counter() - t0)
+    finally:
+        linecodes.MIN_BYTES = saved
+    return round(statistics.median(arrow) / statistics.median(python), 2)
 
 
 def run(old: str, new: str, tmp: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
