@@ -294,10 +294,25 @@ def test_production_and_deployments_compare_with_the_draft(app, client_in):
     assert page.status_code == 200
 
 
+@pytest.mark.parametrize("arrow", [False, True], ids=["python-lines", "arrow-lines"])
 @pytest.mark.parametrize("layout", ["unified", "split"])
 def test_a_big_compare_shows_a_page_of_hunks_more_on_demand_and_escapes_every_line(
-    client_in, app, layout
+    client_in, app, layout, arrow, monkeypatch
 ):
+    # With ``arrow`` the sources' lines are coded in Arrow (versions/linecodes.py), as for
+    # sources of 128 KB and more: the page, its next page and its expander are the same.
+    from versions import linecodes
+
+    monkeypatch.setattr(linecodes, "MIN_BYTES", 0 if arrow else 2**62)
+    coded: list[object] = []
+    code_lines = linecodes.code_lines
+
+    def spy(old: bytes, new: bytes) -> object:
+        result = code_lines(old, new)
+        coded.append(result)
+        return result
+
+    monkeypatch.setattr(linecodes, "code_lines", spy)
     old = "".join(f"line {i}\n" for i in range(2000))
     new = "".join((f"<b>changed {i}</b>\n" if i % 40 == 0 else f"line {i}\n") for i in range(2000))
     _write(app, "big", old, "r1")
@@ -319,3 +334,4 @@ def test_a_big_compare_shows_a_page_of_hunks_more_on_demand_and_escapes_every_li
     lines = client_in.get(f"{file_url}?old=4&new=4&count=3", HTTP_HX_REQUEST="true")
     text = lines.content.decode()
     assert text.count("<tr") == 3 and "line 3" in text and "line 5" in text
+    assert any(coded) == arrow
