@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -33,29 +34,33 @@ def arrow_always(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def both_paths(old: bytes, new: bytes, **kw: object) -> tuple[DiffResult, DiffResult]:
-    """The diff through Arrow and through the Python path."""
+@contextmanager
+def threshold(size: int) -> Iterator[None]:
+    """Arrow codes the lines of sources of ``size`` bytes and more (0: always, huge: never)."""
     saved = linecodes.MIN_BYTES
+    linecodes.MIN_BYTES = size
     try:
-        linecodes.MIN_BYTES = 0
-        arrow = compute_diff(old, new, **kw)  # type: ignore[arg-type]
-        linecodes.MIN_BYTES = 2**62
-        python = compute_diff(old, new, **kw)  # type: ignore[arg-type]
+        yield
     finally:
         linecodes.MIN_BYTES = saved
-    return arrow, python
+
+
+ARROW, PYTHON = 0, 2**62
+
+
+def both_paths(old: bytes, new: bytes) -> tuple[DiffResult, DiffResult]:
+    """The diff through Arrow and through the Python path."""
+    with threshold(ARROW):
+        arrow = compute_diff(old, new)
+    with threshold(PYTHON):
+        return arrow, compute_diff(old, new)
 
 
 def counts_both(old: bytes, new: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
-    saved = linecodes.MIN_BYTES
-    try:
-        linecodes.MIN_BYTES = 0
+    with threshold(ARROW):
         arrow = count_line_changes(old, new)
-        linecodes.MIN_BYTES = 2**62
-        python = count_line_changes(old, new)
-    finally:
-        linecodes.MIN_BYTES = saved
-    return arrow, python
+    with threshold(PYTHON):
+        return arrow, count_line_changes(old, new)
 
 
 def assert_same(arrow: DiffResult, python: DiffResult, old: bytes, new: bytes) -> None:
@@ -136,13 +141,9 @@ def test_a_big_stylesheet_takes_the_arrow_path_with_the_same_diff() -> None:
     assert len(old_text) + len(new_text) >= linecodes.MIN_BYTES
     arrow = compute_diff(old_text, new_text)
     assert isinstance(arrow.old_lines, ArrowLines)
-    saved = linecodes.MIN_BYTES
-    linecodes.MIN_BYTES = 2**62
-    try:
+    with threshold(PYTHON):
         python = compute_diff(old_text, new_text)
         python_counts = count_line_changes(old_text, new_text)
-    finally:
-        linecodes.MIN_BYTES = saved
     assert_same(arrow, python, old_text, new_text)
     assert count_line_changes(old_text, new_text) == python_counts
     # A capture's counts (the trimmed middle is still big enough for Arrow) are the diff's.

@@ -19,7 +19,7 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html import escape as _html_escape
@@ -277,17 +277,9 @@ def line_ops(
     if not pre and not suf:
         return _middle_ops(a, b, engine, limit)
     mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
-    if not mid_a or not mid_b:
-        mid_ops = [("-", len(mid_a)), ("+", len(mid_b))]
-        return _normalize([("=", pre), *mid_ops, ("=", suf)]), engine
-    # The middle's ops are normalised and start and end with a change (its first and last
-    # lines differ): the shared ends go around them as they are.
-    mid_ops, method = _middle_ops(mid_a, mid_b, engine, limit)
-    ops = [("=", pre)] if pre else []
-    ops += mid_ops
-    if suf:
-        ops.append(("=", suf))
-    return ops, method
+    return _around_ends(
+        pre, suf, len(mid_a), len(mid_b), lambda: _middle_ops(mid_a, mid_b, engine, limit), engine
+    )
 
 
 def coded_line_ops(
@@ -300,14 +292,36 @@ def coded_line_ops(
     if not n_a or not n_b:
         return _normalize([("-", n_a), ("+", n_b)]), "trivial"
     pre, suf = coded.prefix, coded.suffix
-    if coded.old_codes is None or coded.new_codes is None:
-        mid_ops = [("-", n_a - pre - suf), ("+", n_b - pre - suf)]
-        return _normalize([("=", pre), *mid_ops, ("=", suf)]), engine
+    old_codes, new_codes = coded.old_codes, coded.new_codes
+
+    def middle() -> tuple[list[Op], str]:
+        assert old_codes is not None and new_codes is not None
+        return _diff_discarding(old_codes, new_codes, engine), engine
+
+    return _around_ends(pre, suf, n_a - pre - suf, n_b - pre - suf, middle, engine)
+
+
+def _around_ends(
+    pre: int,
+    suf: int,
+    mid_a: int,
+    mid_b: int,
+    middle: Callable[[], tuple[list[Op], str]],
+    engine: EngineName,
+) -> tuple[list[Op], str]:
+    """The ops of two line sequences that share ``pre`` lines at the start and ``suf`` at the
+    end around middles of ``mid_a`` and ``mid_b`` lines, whose ops ``middle`` diffs (not called
+    when a middle is empty)."""
+    if not mid_a or not mid_b:
+        return _normalize([("=", pre), ("-", mid_a), ("+", mid_b), ("=", suf)]), engine
+    # The middle's ops are normalised and start and end with a change (its first and last
+    # lines differ): the shared ends go around them as they are.
+    mid_ops, method = middle()
     ops = [("=", pre)] if pre else []
-    ops += _diff_discarding(coded.old_codes, coded.new_codes, engine)
+    ops += mid_ops
     if suf:
         ops.append(("=", suf))
-    return ops, engine
+    return ops, method
 
 
 def _middle_ops(
@@ -480,13 +494,16 @@ def count_line_changes(
         return 1, 1  # two different lines (the shared ones are set aside)
     coded = _coded(old, new)
     if coded is not None:
-        ops, _ = coded_line_ops(coded, engine=engine)
-        return sum(n for op, n in ops if op == "+"), sum(n for op, n in ops if op == "-")
+        return _counts(coded_line_ops(coded, engine=engine)[0])
     a, a_noeol = split_lines(old)
     b, b_noeol = split_lines(new)
     if not a or not b:
         return len(b), len(a)
-    ops, _ = line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)
+    return _counts(line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)[0])
+
+
+def _counts(ops: list[Op]) -> tuple[int, int]:
+    """``(added, removed)`` lines of ``ops``."""
     return sum(n for op, n in ops if op == "+"), sum(n for op, n in ops if op == "-")
 
 
@@ -741,8 +758,9 @@ def _gc_paused() -> Iterator[None]:
 
 def _coded(old: Source, new: Source) -> linecodes.CodedLines | None:
     """Big UTF-8 sources' lines split and coded in Arrow, or ``None`` (the Python path)."""
-    if isinstance(old, bytes) and isinstance(new, bytes) and old != new:
-        return linecodes.code_lines(old, new)
+    # The size first: an equality test of two big sources reads them both.
+    if isinstance(old, bytes) and isinstance(new, bytes) and linecodes.worth_it(old, new):
+        return linecodes.code_lines(old, new) if old != new else None
     return None
 
 
@@ -770,6 +788,7 @@ def _compute_diff(
         else:
             ops, method = line_ops(_keys(a, a_noeol), _keys(b, b_noeol), engine=engine)
     spans, trailing = _build_spans(ops, context, max_hunk_rows)
+    added, removed = _counts(ops)
     return DiffResult(
         old_lines=a,
         new_lines=b,
@@ -777,8 +796,8 @@ def _compute_diff(
         new_no_eol=b_noeol,
         span_rows=spans,
         trailing_gap=trailing,
-        lines_added=sum(n for op, n in ops if op == "+"),
-        lines_removed=sum(n for op, n in ops if op == "-"),
+        lines_added=added,
+        lines_removed=removed,
         is_added=old is None and new is not None,
         is_removed=new is None and old is not None,
         method=method,

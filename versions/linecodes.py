@@ -1,4 +1,4 @@
-"""Line mode's line coding in Apache Arrow's C++ kernels, for big sources (optional: pyarrow).
+"""Line mode's line coding in Apache Arrow's C++ kernels (pyarrow), for big sources.
 
 diff-match-patch's line mode codes every line as one character before it diffs (its
 linesToChars). In Python that means a bytes object per line and a dict lookup or two per line:
@@ -12,8 +12,9 @@ engine — the lines both sides share at the start and the end, and the middles'
 lines present on one side only as that side's sentinel — so the engine diffs the same
 characters' equality pattern either way, and the diff is the same (the engine compares code
 points for equality only). The pure-Python path stays the reference; the tests check that both
-agree. Where pyarrow is not installed, or a source is small (the fixed cost of the kernels is
-then more than the Python path's), :func:`code_lines` answers ``None`` and the Python path runs.
+agree. Where pyarrow cannot be imported (it is a dependency), or a source is small (the fixed
+cost of the kernels is then more than the Python path's), :func:`code_lines` answers ``None``
+and the Python path runs.
 """
 
 from __future__ import annotations
