@@ -25,7 +25,10 @@ In one run, on one database:
   the measured app is built through the services, the bulk with multi-row INSERTs (COPY on
   PostgreSQL), then ``ANALYZE``;
 - ``prune_vs_write``: on the big database, a write at the retention limit (it prunes a point)
-  over a write below it.
+  over a write below it: the medians of 200 writes each, in blocks of 10 that alternate, with
+  the ratio of their quartiles beside it (``prune_vs_write_spread``: how far the machine's
+  noise moves it). ``prune_vs_write_small``: the same on the small database, which shows
+  whether what a prune costs grows with the database.
 Prints its figures last as one line of JSON. Ratios are ours / theirs (or big / small): lower
 is better.
 """
@@ -56,7 +59,8 @@ BULK_ARTIFACTS = 5
 BULK_SETS = 20  # change sets per bulk app (turns of 5 points)
 PAGE_RUNS = 15
 SMALL_APPS = 30  # other apps in the small database: more than the apps list's page of 24
-WRITE_RUNS = 60
+WRITE_RUNS = 200
+WRITE_ROUNDS = 20  # blocks of 10 writes each, alternating between the two apps
 
 
 def median_of(func: Callable[[], object], n: int, warmup: int = 3) -> float:
@@ -70,8 +74,11 @@ def median_of(func: Callable[[], object], n: int, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-def interleaved(funcs: list[Callable[[int], object]], n: int, rounds: int = 4) -> list[float]:
-    """Median ms of each ``func(i)``, in alternating rounds so load drift hits all alike."""
+def interleaved_times(
+    funcs: list[Callable[[int], object]], n: int, rounds: int = 4
+) -> list[list[float]]:
+    """The ms of each ``func(i)``, ``n`` runs each, in alternating rounds so load drift hits
+    all alike."""
     for func in funcs:
         func(-1)
     times: list[list[float]] = [[] for _ in funcs]
@@ -81,7 +88,12 @@ def interleaved(funcs: list[Callable[[int], object]], n: int, rounds: int = 4) -
                 start = time.perf_counter()
                 func(round_ * n + i)
                 out.append((time.perf_counter() - start) * 1000)
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def interleaved(funcs: list[Callable[[int], object]], n: int, rounds: int = 4) -> list[float]:
+    """Median ms of each ``func(i)`` (:func:`interleaved_times`)."""
+    return [statistics.median(t) for t in interleaved_times(funcs, n, rounds)]
 
 
 def versions_of(base: str, count: int) -> list[str]:
@@ -488,8 +500,8 @@ def _copy(model: Any, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
             cursor.execute(f"INSERT INTO {table} ({cols}) VALUES {values}", params)  # noqa: S608
 
 
-def write_cost(slug_below: str, slug_limit: str) -> tuple[float, float]:
-    """A write below the retention limit and one at it (which prunes a point): median ms."""
+def write_cost(slug_below: str, slug_limit: str) -> tuple[list[float], list[float]]:
+    """A write below the retention limit and one at it (which prunes a point): their ms."""
     from django.conf import settings
 
     from versions import services
@@ -497,7 +509,8 @@ def write_cost(slug_below: str, slug_limit: str) -> tuple[float, float]:
 
     keep = int(getattr(settings, "VERSIONS_POINTS_PER_APP", 200))
     base = stylesheet_28kb()
-    below = App.objects.create(slug=slug_below, name="below")
+    # Two apps below the limit, written in turn, so neither reaches it in WRITE_RUNS writes.
+    below = [App.objects.create(slug=f"{slug_below}-{k}", name="below") for k in range(2)]
     limit = App.objects.create(slug=slug_limit, name="limit")
 
     def writer(app: Any, tag: str) -> Callable[[int], None]:
@@ -512,9 +525,25 @@ def write_cost(slug_below: str, slug_limit: str) -> tuple[float, float]:
     while RestorePoint.objects.filter(app=limit).count() < keep:
         write_limit(100_000 + i)
         i += 1
-    below_ms, limit_ms = interleaved([writer(below, "b"), write_limit], n=WRITE_RUNS)
-    assert RestorePoint.objects.filter(app=below).count() < keep
+    below_writers = [writer(app, "b") for app in below]
+
+    def write_below(i: int) -> None:
+        below_writers[i % 2](i)
+
+    below_ms, limit_ms = interleaved_times(
+        [write_below, write_limit], n=WRITE_RUNS, rounds=WRITE_ROUNDS
+    )
+    assert all(RestorePoint.objects.filter(app=app).count() < keep for app in below)
+    assert RestorePoint.objects.filter(app=limit).count() == keep  # each write pruned one
     return below_ms, limit_ms
+
+
+def ratio_and_spread(below: list[float], limit: list[float]) -> tuple[float, str]:
+    """The medians' ratio, and the ratios of the lower and of the upper quartiles."""
+    low_b, _, high_b = statistics.quantiles(below, n=4)
+    low_l, _, high_l = statistics.quantiles(limit, n=4)
+    ratio = statistics.median(limit) / statistics.median(below)
+    return round(ratio, 2), f"{low_l / low_b:.2f}-{high_l / high_b:.2f}"
 
 
 def main() -> None:
@@ -558,8 +587,21 @@ def main() -> None:
     print("big database:", {k: round(v, 2) for k, v in big.items()})
     growth = {k: big[k] / small[k] for k in urls}
     use(big_db)
-    below_ms, limit_ms = write_cost("write-below", "write-limit")
-    print(f"write below the limit {below_ms:.2f} ms, at the limit {limit_ms:.2f} ms")
+    below, limit = write_cost("write-below", "write-limit")
+    below_ms, limit_ms = statistics.median(below), statistics.median(limit)
+    ratio, spread = ratio_and_spread(below, limit)
+    print(
+        f"big database: a write below the limit {below_ms:.2f} ms, at the limit "
+        f"{limit_ms:.2f} ms ({ratio}; quartiles {spread})"
+    )
+    use(small_db)
+    small_below, small_limit = write_cost("write-below", "write-limit")
+    small_ratio, small_spread = ratio_and_spread(small_below, small_limit)
+    print(
+        f"small database: a write below the limit {statistics.median(small_below):.2f} ms, "
+        f"at the limit {statistics.median(small_limit):.2f} ms ({small_ratio}; quartiles "
+        f"{small_spread})"
+    )
     print(
         json.dumps(
             {
@@ -575,7 +617,9 @@ def main() -> None:
                 "page_growth": round(max(growth.values()), 2),
                 "write_below_ms": round(below_ms, 3),
                 "write_at_limit_ms": round(limit_ms, 3),
-                "prune_vs_write": round(limit_ms / below_ms, 2),
+                "prune_vs_write": ratio,
+                "prune_vs_write_spread": spread,
+                "prune_vs_write_small": small_ratio,
             }
         )
     )
