@@ -6,6 +6,7 @@ connection's outermost transaction, as it is in a request: the path that counts 
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import threading
 import zlib
@@ -258,13 +259,15 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
     """What the one-statement pruner does, as the step-by-step one did: the points beyond the
     limit go, their artifacts' pruned_until moves, a set left empty goes with the release mark
     history that named it, a set that lost some points lists them, the blob nothing needs any
-    more is swept; and every statement is bounded by the app."""
+    more is owed to a sweep, and swept by the pruner that makes a batch of them; and every
+    statement is bounded by the app."""
     from test_retention import _unbounded
     from test_scale_plans import whole_table_reads
 
-    from versions.models import ChangeSet, ReleaseMark
+    from versions.models import ChangeSet, ReleaseMark, SweepDebt
 
     settings.VERSIONS_POINTS_PER_APP = 3
+    settings.VERSIONS_SWEEP_BATCH = 2
     other = App.objects.create(slug="other", name="Other")
     write(other, "index", "o1\n")
     write(top_app, "index", "x\n")
@@ -278,15 +281,23 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
     with CaptureQueriesContext(connection) as captured:
         write(top_app, "index", "v3\n")  # prunes second's point, emptying its set
 
-    assert not RestorePoint.objects.filter(id=second.restore_point_id).exists()
-    assert not ChangeSet.objects.filter(id=second.change_set_id).exists()
-    assert not ReleaseMark.objects.filter(change_set_id=second.change_set_id).exists()
-    assert ReleaseMark.objects.filter(app=top_app).exists()  # the history stays, unlinked
-    assert Artifact.objects.get(app=top_app, name="index").pruned_until is not None
-    assert not Blob.objects.filter(sha256=x_blob).exists()  # nothing needs "x" any more
-    write(top_app, "index", "v4\n")  # prunes one point of the pair's set
+        assert not RestorePoint.objects.filter(id=second.restore_point_id).exists()
+        assert not ChangeSet.objects.filter(id=second.change_set_id).exists()
+        assert not ReleaseMark.objects.filter(change_set_id=second.change_set_id).exists()
+        assert ReleaseMark.objects.filter(app=top_app).exists()  # the history stays, unlinked
+        assert Artifact.objects.get(app=top_app, name="index").pruned_until is not None
+        # Nothing needs "x" any more: it is owed to a sweep, the app's first debt.
+        assert Blob.objects.filter(sha256=x_blob).exists()
+        owed = SweepDebt.objects.filter(app=top_app)
+        assert list(owed.values_list("blob_id", flat=True)) == [x_blob]
+
+        write(top_app, "index", "v4\n")  # prunes one point of the pair's set: a batch of two
+
     pair_set = ChangeSet.objects.get(id=pair[0].change_set_id)
     assert [e["pointId"] for e in pair_set.pruned] == [pair[0].restore_point_id]
+    assert not Blob.objects.filter(sha256=x_blob).exists()  # swept with the batch
+    assert not owed.exists()
+    assert any("settled AS" in q["sql"] for q in captured.captured_queries)
     assert RestorePoint.objects.filter(app=top_app).count() == 3
     assert RestorePoint.objects.filter(app=other).count() == 1  # another app untouched
     statements = [q["sql"] for q in captured.captured_queries]
@@ -302,6 +313,73 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
         for read in whole_table_reads(sql)
     ]
     assert not whole, "\n".join(whole)
+
+
+def _unreferenced_blobs() -> set[str]:
+    """The blobs no artifact, point or deployment references (nor a delta as its base)."""
+    from versions.models import DeploymentEntry
+
+    held = set(Artifact.objects.exclude(blob=None).values_list("blob_id", flat=True))
+    held |= set(
+        RestorePoint.objects.exclude(previous_blob=None).values_list("previous_blob_id", flat=True)
+    )
+    held |= set(DeploymentEntry.objects.exclude(blob=None).values_list("blob_id", flat=True))
+    held |= set(
+        Blob.objects.filter(sha256__in=held).exclude(base=None).values_list("base_id", flat=True)
+    )
+    return set(Blob.objects.values_list("sha256", flat=True)) - held
+
+
+def test_blobs_retention_leaves_are_swept_a_batch_at_a_time_and_never_more_wait(top_app, settings):
+    """A write's pruner owes the blob its pruned point held to a sweep; the pruner that makes
+    a batch of them sweeps them all, so no app leaves more than a batch unswept, and another
+    app's debt is never touched (SPEC §18)."""
+    from versions.models import SweepDebt
+
+    settings.VERSIONS_POINTS_PER_APP = 2
+    settings.VERSIONS_SWEEP_BATCH = 4
+    other = App.objects.create(slug="other", name="Other")
+    for i in range(4):  # two prunes; the first point held no blob (it created the page)
+        write(other, "index", f"o{i}\n")
+    assert SweepDebt.objects.filter(app=other).count() == 1  # o0 is held by nothing now
+    owed_by_other = set(SweepDebt.objects.filter(app=other).values_list("blob_id", flat=True))
+
+    seen = []
+    for i in range(12):
+        write(top_app, "index", f"v{i}\n")
+        owed = set(SweepDebt.objects.filter(app=top_app).values_list("blob_id", flat=True))
+        seen.append(len(owed))
+        assert len(owed) < 4
+        # Every blob nothing needs any more is owed by some app: none is lost to the store.
+        assert _unreferenced_blobs() == owed | owed_by_other
+        assert RestorePoint.objects.filter(app=top_app).count() == min(i + 1, 2)
+    # v0..v8 were held by pruned points: owed one by one, swept four at a time.
+    assert seen == [0, 0, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+    assert set(SweepDebt.objects.filter(app=other).values_list("blob_id", flat=True)) == (
+        owed_by_other
+    )
+    assert Blob.objects.filter(sha256__in=owed_by_other).count() == len(owed_by_other)
+    assert_connection_clean()
+
+
+def test_a_blob_owed_to_a_sweep_and_written_again_is_kept(top_app, settings):
+    """Content-addressed: a source written again re-references its blob; the sweep that pays
+    the blob's debt leaves it, and it reads back."""
+    from versions.models import SweepDebt
+
+    settings.VERSIONS_POINTS_PER_APP = 2
+    settings.VERSIONS_SWEEP_BATCH = 3
+    for source in ("a\n", "b\n", "c\n", "d\n", "e\n"):  # a and b owed
+        write(top_app, "index", source)
+    a_blob = hashlib.sha256(b"a\n").hexdigest()
+    assert SweepDebt.objects.filter(app=top_app, blob_id=a_blob).exists()
+    write(top_app, "index", "a\n")  # "a" is the artifact's source again; c makes a batch
+    assert not SweepDebt.objects.filter(app=top_app).exists()
+    assert Blob.objects.filter(sha256=a_blob).exists()
+    for gone in (b"b\n", b"c\n"):
+        assert not Blob.objects.filter(sha256=hashlib.sha256(gone).hexdigest()).exists()
+    assert committed_source("index") == "a\n"
+    assert_connection_clean()
 
 
 def test_a_pruning_that_fails_after_the_write_leaves_the_write_and_is_redone_next_time(

@@ -18,6 +18,12 @@ def points_per_app() -> int:
     return int(getattr(settings, "VERSIONS_POINTS_PER_APP", 200))
 
 
+def sweep_batch() -> int:
+    """How many blobs retention leaves unreferenced in an app before a write's pruner sweeps
+    them together (PostgreSQL; 1: each pruner sweeps its own)."""
+    return max(1, int(getattr(settings, "VERSIONS_SWEEP_BATCH", 16)))
+
+
 def restore_sets_per_app() -> int:
     """How many of an app's newest unnamed restore sets keep their counter-points."""
     return int(getattr(settings, "VERSIONS_RESTORE_SETS_PER_APP", 50))

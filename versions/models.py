@@ -539,6 +539,24 @@ class ReleaseMark(models.Model):
         return f"{self.action} {self.change_set_ref}"
 
 
+class SweepDebt(models.Model):
+    """A blob that retention left unreferenced, owed to a sweep (PostgreSQL).
+
+    A write's pruner records the blobs its pruned points held here instead of sweeping them
+    one by one; once an app owes ``VERSIONS_SWEEP_BATCH`` of them, the next pruner sweeps them
+    all with its own (see ``versions.services.retention``). No key to the blob: another sweep
+    may have taken it, or a write referenced it again, and the sweep checks both."""
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
+    blob_id = models.CharField(max_length=64, help_text="The sha256 of the blob owed.")
+
+    class Meta:
+        indexes = [models.Index(fields=["app"], name="sweepdebt_app")]
+
+    def __str__(self) -> str:
+        return f"{self.blob_id} (app {self.app_id})"
+
+
 class AuditEvent(models.Model):
     """Things worth a paper trail that are not writes: refused pre-flights, names, marks."""
 

@@ -27,6 +27,7 @@ from versions.models import (
     DeploymentEntry,
     ReleaseMark,
     RestorePoint,
+    SweepDebt,
 )
 from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
@@ -59,6 +60,9 @@ class ArtifactRow:
     # SQLite: the app's unpinned captures from the newest ``keep``-th on, newest first (None:
     # not read with the lock).
     from_last_kept: list[ExcessRow] | None = None
+    # PostgreSQL: the blobs the app owes a sweep, counted up to the sweep's batch (None: not
+    # read with the lock).
+    owed: int | None = None
 
     @property
     def view_current(self) -> bool:
@@ -103,6 +107,7 @@ def _sql(vendor: str) -> dict[str, str]:
     app_table, mark = _table(App), _table(ReleaseMark)
     capture, counter = RestorePoint.CAPTURE, RestorePoint.COUNTER
     entry = _table(DeploymentEntry)
+    debt = _table(SweepDebt)
     # PostgreSQL: a fence (OFFSET 0) keeps a correlated EXISTS a lookup per outer row. Without
     # it the planner may turn the sweep's checks into anti-joins and hashed subplans that read
     # every delta and hash every artifact and point of every app (3.3 ms with 2,000 apps,
@@ -174,11 +179,58 @@ def _sql(vendor: str) -> dict[str, str]:
                 if grouped
                 else ""
             )
+            # PostgreSQL: the blobs the app owes a sweep, counted up to the batch (see
+            # "prune_owing").
+            + (
+                f", (SELECT COUNT(*) FROM (SELECT 1 FROM {debt} AS o WHERE o.app_id = a.app_id "
+                "LIMIT %s) AS owed)"
+                if vendor == "postgresql"
+                else ""
+            )
             + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
             f"LEFT JOIN {blob} AS k ON k.sha256 = b.base_id "
             "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
             + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
         )
+
+    # The pruner's statement up to its blobs (see "prune_owing" and "prune_settling").
+    pruning = (
+        f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
+        f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
+        "LIMIT 1 OFFSET %s), "
+        f"locked AS (SELECT a.id FROM {artifact} AS a WHERE a.app_id = %s AND a.id IN "
+        f"(SELECT p.artifact_id FROM {point} AS p WHERE p.app_id = %s "
+        f"AND p.kind = '{capture}' AND p.pinned = false "
+        "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
+        "AND NOT (p.change_set_id = ANY(%s))) ORDER BY a.id FOR UPDATE OF a), "
+        f"gone AS (DELETE FROM {point} AS p WHERE p.app_id = %s "
+        f"AND p.kind = '{capture}' AND p.pinned = false "
+        "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
+        "AND NOT (p.change_set_id = ANY(%s)) "
+        "AND p.artifact_id IN (SELECT id FROM locked) "
+        "RETURNING p.id, p.previous_blob_id, p.change_set_id, p.artifact_id, p.created_on), "
+        f"moved AS (UPDATE {artifact} AS a SET pruned_until = CASE WHEN a.pruned_until "
+        "IS NULL OR a.pruned_until < g.t THEN g.t ELSE a.pruned_until END "
+        "FROM (SELECT artifact_id, MAX(created_on) AS t FROM gone GROUP BY artifact_id) "
+        "AS g WHERE a.app_id = %s AND a.id = g.artifact_id RETURNING a.id), "
+        f"emptied AS (DELETE FROM {change_set} AS e "
+        "WHERE e.id IN (SELECT change_set_id FROM gone) "
+        f"AND NOT EXISTS (SELECT 1 FROM {point} AS q WHERE q.change_set_id = e.id "
+        "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.id = q.id)) RETURNING e.id), "
+        f"unlinked AS (UPDATE {change_set} AS r SET restored_from_id = NULL "
+        "WHERE r.restored_from_id IN (SELECT id FROM emptied) "
+        "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.change_set_id = r.id) "
+        "RETURNING r.id), "
+        f"unmarked AS (UPDATE {mark} AS m SET change_set_id = NULL "
+        "WHERE m.change_set_id IN (SELECT id FROM emptied) RETURNING m.id), "
+        f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || "
+        "(SELECT jsonb_agg(jsonb_build_object('pointId', g.id, 'artifactId', "
+        "g.artifact_id) ORDER BY g.created_on DESC, g.id DESC) FROM gone AS g "
+        "WHERE g.change_set_id = cs.id) "
+        "WHERE cs.id IN (SELECT change_set_id FROM gone) "
+        "AND NOT EXISTS (SELECT 1 FROM emptied AS x WHERE x.id = cs.id) "
+        "RETURNING cs.id), "
+    )
 
     return {
         # The app's unpinned capture points beyond the newest N, newest first: one backward
@@ -249,52 +301,35 @@ def _sql(vendor: str) -> dict[str, str]:
         #   pinned, so never emptied (were it marked meanwhile, the foreign key, checked at
         #   COMMIT, makes the later of the two fail);
         # - "listed": the sets that keep points list the pruned ones;
-        # - "swept": the blobs the gone points held, and the full copies only those needed,
-        #   deleted when nothing else references them. The statement still sees the points it
-        #   deletes, so their references do not count.
+        # then, in "prune_owing", the blobs the gone points held are owed to a sweep ("owed":
+        # rows of the app's sweep debt), and in "prune_settling", which a pruner runs instead
+        # once the app owes a batch of them (``VERSIONS_SWEEP_BATCH``), they are swept with the
+        # ones owed before ("settled"):
+        # - "swept": those blobs, and the full copies only those needed, deleted when nothing
+        #   else references them (a blob referenced again is not, and its debt is paid). The
+        #   statement still sees the points it deletes, so their references do not count.
+        # Sweeping in batches pays a sweep's work once for many blobs, and takes it off most
+        # writes at the limit (SPEC §18: prune_vs_write); an app leaves at most a batch of
+        # blobs unswept.
         # No row is modified twice: "listed" skips the emptied sets; restore sets hold no
         # capture, so "unlinked" touches none of the sets of "gone". Each reference check is
         # fenced (see ``fence``) so it stays a lookup per candidate.
-        "prune_beyond": (
-            f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
-            f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
-            "LIMIT 1 OFFSET %s), "
-            f"locked AS (SELECT a.id FROM {artifact} AS a WHERE a.app_id = %s AND a.id IN "
-            f"(SELECT p.artifact_id FROM {point} AS p WHERE p.app_id = %s "
-            f"AND p.kind = '{capture}' AND p.pinned = false "
-            "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
-            "AND NOT (p.change_set_id = ANY(%s))) ORDER BY a.id FOR UPDATE OF a), "
-            f"gone AS (DELETE FROM {point} AS p WHERE p.app_id = %s "
-            f"AND p.kind = '{capture}' AND p.pinned = false "
-            "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
-            "AND NOT (p.change_set_id = ANY(%s)) "
-            "AND p.artifact_id IN (SELECT id FROM locked) "
-            "RETURNING p.id, p.previous_blob_id, p.change_set_id, p.artifact_id, p.created_on), "
-            f"moved AS (UPDATE {artifact} AS a SET pruned_until = CASE WHEN a.pruned_until "
-            "IS NULL OR a.pruned_until < g.t THEN g.t ELSE a.pruned_until END "
-            "FROM (SELECT artifact_id, MAX(created_on) AS t FROM gone GROUP BY artifact_id) "
-            "AS g WHERE a.app_id = %s AND a.id = g.artifact_id RETURNING a.id), "
-            f"emptied AS (DELETE FROM {change_set} AS e "
-            "WHERE e.id IN (SELECT change_set_id FROM gone) "
-            f"AND NOT EXISTS (SELECT 1 FROM {point} AS q WHERE q.change_set_id = e.id "
-            "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.id = q.id)) RETURNING e.id), "
-            f"unlinked AS (UPDATE {change_set} AS r SET restored_from_id = NULL "
-            "WHERE r.restored_from_id IN (SELECT id FROM emptied) "
-            "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.change_set_id = r.id) "
-            "RETURNING r.id), "
-            f"unmarked AS (UPDATE {mark} AS m SET change_set_id = NULL "
-            "WHERE m.change_set_id IN (SELECT id FROM emptied) RETURNING m.id), "
-            f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || "
-            "(SELECT jsonb_agg(jsonb_build_object('pointId', g.id, 'artifactId', "
-            "g.artifact_id) ORDER BY g.created_on DESC, g.id DESC) FROM gone AS g "
-            "WHERE g.change_set_id = cs.id) "
-            "WHERE cs.id IN (SELECT change_set_id FROM gone) "
-            "AND NOT EXISTS (SELECT 1 FROM emptied AS x WHERE x.id = cs.id) "
-            "RETURNING cs.id), "
-            "held AS (SELECT DISTINCT previous_blob_id AS s FROM gone "
+        "prune_owing": (
+            pruning + "held AS (SELECT DISTINCT previous_blob_id AS s FROM gone "
             "WHERE previous_blob_id IS NOT NULL), "
+            f"owed AS (INSERT INTO {debt} (app_id, blob_id) SELECT %s, s FROM held RETURNING 1) "
+            "SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM owed)"
+        )
+        if vendor == "postgresql"
+        else "",
+        "prune_settling": (
+            pruning + f"settled AS (DELETE FROM {debt} WHERE app_id = %s RETURNING blob_id), "
+            "held AS (SELECT previous_blob_id AS s FROM gone WHERE previous_blob_id IS NOT NULL "
+            "UNION SELECT blob_id FROM settled), "
+            # A candidate's base is looked up per candidate (a join could read every blob).
             f"swept AS (DELETE FROM {blob} AS x WHERE x.sha256 IN (SELECT s FROM held "
-            f"UNION SELECT c.base_id FROM {blob} AS c WHERE c.sha256 IN (SELECT s FROM held)) "
+            f"UNION SELECT (SELECT c.base_id FROM {blob} AS c WHERE c.sha256 = h.s{fence}) "
+            "FROM held AS h) "
             f"AND NOT {referenced('x.sha256', points=outliving_gone)} "
             f"AND NOT EXISTS (SELECT 1 FROM {blob} AS d WHERE d.base_id = x.sha256 "
             "AND (NOT (d.sha256 = ANY (SELECT s FROM held)) "
@@ -434,6 +469,7 @@ def lock_and_read(
     run_id: str = "",
     turn_id: str = "",
     turn_since: datetime | None = None,
+    sweep_batch: int = 1,
 ) -> ArtifactRow | None:
     """The artifact row, locked for update (PostgreSQL; SQLite holds the write lock), with its
     current source and the retention count, or None. When it is the transaction's first
@@ -444,7 +480,8 @@ def lock_and_read(
     the write lock is held, ``from_last_kept`` lists the unpinned captures from the newest
     ``keep``-th on: the ones the next capture takes beyond the limit.
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
-    turn would join is looked up in the same statement (``grouping``).
+    turn would join is looked up in the same statement (``grouping``). On PostgreSQL
+    ``owed`` counts the blobs the app owes a sweep, up to ``sweep_batch``.
     """
     postgresql = _vendor() == "postgresql"
     params: list[Any] = [app_id, False, keep if postgresql else max(keep - 1, 0)]
@@ -453,6 +490,8 @@ def lock_and_read(
     if grouped:
         since = moment(turn_since or datetime(1970, 1, 1, tzinfo=UTC))
         params += [run_id, turn, turn, since, turn, turn, since]
+    if postgresql:
+        params.append(sweep_batch)
     row = _execute_first(
         _q("lock_read_grouped" if grouped else "lock_read"),
         [*params, app_id, collection, name],
@@ -481,6 +520,7 @@ def lock_and_read(
         if grouped
         else None,
         None if postgresql else _excess_rows(json.loads(row[14])),
+        row[-1] if postgresql else None,
     )
 
 
@@ -621,13 +661,16 @@ def excess_points(app_id: int, keep: int) -> list[ExcessRow]:
     return _excess_rows(_execute(_q("excess_rows"), [app_id, False, keep], "all") or [])
 
 
-def pruner_statements(app_id: int, keep: int, protect: list[str]) -> list[tuple[str, list[Any]]]:
+def pruner_statements(
+    app_id: int, keep: int, protect: list[str], *, settle: bool = True
+) -> list[tuple[str, list[Any]]]:
     """Retention after a write that took the app over its limit, as the statements of one
     transaction of its own, which the write's round trip can carry after its COMMIT
     (PostgreSQL): the app's pruner lock, then one statement that locks the artifacts whose
     points go in one order, deletes the unpinned captures beyond the newest ``keep`` *as they
     are then* (except the ``protect``-ed sets'; other writers may have committed, or pruned,
-    since) with the sets they leave empty, and sweeps the blobs left unreferenced."""
+    since) with the sets they leave empty, and owes the blobs they left unreferenced to a
+    sweep; with ``settle``, sweeps them with the ones the app owed before."""
     protected = list(protect)
     return [
         # One pruner per app at a time. Its commit need not wait for the disk: if the server
@@ -635,8 +678,8 @@ def pruner_statements(app_id: int, keep: int, protect: list[str]) -> list[tuple[
         # write over the limit prunes them (an asynchronous commit never leaves half of it).
         (_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id]),
         (
-            _q("prune_beyond"),
-            [app_id, keep, app_id, app_id, protected, app_id, protected, app_id],
+            _q("prune_settling" if settle else "prune_owing"),
+            [app_id, keep, app_id, app_id, protected, app_id, protected, app_id, app_id],
         ),
     ]
 

@@ -232,6 +232,7 @@ def _lock(
             run_id=who.run_id,
             turn_id=who.turn_id,
             turn_since=since,
+            sweep_batch=conf.sweep_batch(),
         )
 
     row = lock()
@@ -363,6 +364,12 @@ def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
     return row.unpinned + (0 if captured.pinned else 1) > keep
 
 
+def _settles(row: _sql.ArtifactRow) -> bool:
+    """Whether this write's pruner sweeps the blobs the app owes (see "prune_settling"): once
+    the blobs owed before it, with the one it leaves, make a batch, or when nobody counted."""
+    return row.owed is None or row.owed + 1 >= conf.sweep_batch()
+
+
 def _beyond(row: _sql.ArtifactRow, captured: _Captured) -> list[_sql.ExcessRow]:
     """SQLite: the points beyond the limit once this capture is in (a pinned one does not
     count against it)."""
@@ -448,7 +455,9 @@ def _capture_and_write(
         # after it, sent with it where the batch allows.
         inside = connection.vendor == "sqlite" or not rawsql.outermost()
         if over and not inside:
-            retention.prune_after_commit(app, protect=[captured.change_set_id], batch=batch)
+            retention.prune_after_commit(
+                app, protect=[captured.change_set_id], batch=batch, settle=_settles(row)
+            )
     if over and inside:
         found = _beyond(row, captured) if row.from_last_kept is not None else None
         retention.prune(app, protect=[captured.change_set_id], excess=found)

@@ -54,7 +54,7 @@ def sweep_after_commit(candidates: set[str]) -> None:
 
 
 def prune_after_commit(
-    app: App, *, protect: Iterable[str] = (), batch: Batch | None = None
+    app: App, *, protect: Iterable[str] = (), batch: Batch | None = None, settle: bool = True
 ) -> None:
     """Prune the app once the writer's transaction committed, in a transaction of its own.
 
@@ -66,9 +66,10 @@ def prune_after_commit(
     :func:`prune`. ``batch``: the writer's last statements, where the pruner's transaction
     can travel after their COMMIT (:meth:`~versions.rawsql.Batch.follow`): no round trip of
     its own. Elsewhere (queries recorded, a route's write) it runs statement by statement once
-    the writer committed.
+    the writer committed. The blobs the pruned points held are owed to a sweep, which a
+    pruner with ``settle`` runs for all the app owes (see ``_sql`` "prune_settling").
     """
-    statements = _sql.pruner_statements(app.pk, conf.points_per_app(), list(protect))
+    statements = _sql.pruner_statements(app.pk, conf.points_per_app(), list(protect), settle=settle)
 
     def gave_up(exc: Exception) -> None:
         logger.warning("retention of app %s left for the next write", app.slug, exc_info=exc)
