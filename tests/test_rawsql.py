@@ -63,3 +63,55 @@ def test_the_logged_statements_carry_their_values_but_not_source_bytes():
         if q["sql"].startswith('INSERT INTO "versions_blob"')
     )
     assert "bytes>'" in blob and "secret" not in blob and "%s" not in blob
+
+
+def _follow(statements, on_error):
+    """Run ``statements`` as the transaction that follows a committed one (PostgreSQL)."""
+    from django.db import transaction
+
+    from versions import rawsql
+
+    with transaction.atomic(), rawsql.batch(begin=True, commit=True) as block:
+        assert block.can_follow
+        rawsql.execute("SELECT 1", [])
+        block.follow(statements, on_error=on_error)
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline")
+def test_the_transaction_that_follows_a_commit_is_one_transaction_to_its_end():
+    """Its statements share one transaction: a transaction-level lock taken by the first is
+    still held by the last, and released once it ended; a failure undoes all of them."""
+    import psycopg
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS versions_test_followed (n int)")
+    errors: list[Exception] = []
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    try:
+        _follow(
+            [
+                ("SELECT pg_advisory_xact_lock(%s, %s)", [7, 8]),
+                (f"INSERT INTO versions_test_followed (n) {held}", []),
+            ],
+            errors.append,
+        )
+        _follow(
+            [
+                ("INSERT INTO versions_test_followed (n) VALUES (%s)", [99]),
+                ("SELECT 1 / 0", []),
+            ],
+            errors.append,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT n FROM versions_test_followed ORDER BY n")
+            assert cursor.fetchall() == [(1,)]  # the lock was held; the failed one left nothing
+            cursor.execute(held)
+            assert cursor.fetchone() == (0,)
+        assert len(errors) == 1 and isinstance(errors[0], psycopg.errors.DivisionByZero)
+        assert connection.connection.pgconn.transaction_status == (
+            psycopg.pq.TransactionStatus.IDLE
+        )
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS versions_test_followed")

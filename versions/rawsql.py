@@ -266,15 +266,19 @@ def batch(
 
 
 def _send_following(db: Any, conn: Any, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-    """Queue a transaction of ``statements`` after the pipeline's COMMIT."""
+    """Queue a transaction of ``statements`` after the pipeline's COMMIT.
+
+    No BEGIN and no COMMIT of its own: the statements after the COMMIT, up to the pipeline's
+    Sync (sent as the pipeline ends), are one implicit transaction, which the server commits
+    at the Sync, or rolls back if one of them failed (the extended query protocol's rule).
+    Its transaction-level locks and settings last to the Sync; two statements fewer.
+    """
     started = time.monotonic()
     autocommit = conn._autocommit
-    conn._autocommit = True  # the transaction's BEGIN is ours: psycopg must not send one
+    conn._autocommit = True  # psycopg must not begin a transaction of its own
     try:
-        psycopg.Cursor(conn).execute(b"BEGIN")
         for sql, params in statements:
             psycopg.Cursor(conn).execute(sql, params)
-        psycopg.Cursor(conn).execute(b"COMMIT")
     finally:
         conn._autocommit = autocommit
     for sql, params in statements:
