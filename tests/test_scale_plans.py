@@ -14,7 +14,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -40,7 +40,9 @@ GROWING = {
 
 def whole_table_reads(sql: str) -> list[str]:
     """The growing tables the plan of ``sql`` reads whole, with sequential scans priced out."""
-    with connection.cursor() as cursor:
+    # SET LOCAL lasts to the end of a transaction, and outside one (a test that runs at the
+    # top level) does nothing: the EXPLAIN runs in a transaction of its own.
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
         plan = cursor.fetchone()[0]

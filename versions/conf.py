@@ -19,8 +19,10 @@ def points_per_app() -> int:
 
 
 def sweep_batch() -> int:
-    """How many blobs retention leaves unreferenced in an app before a write's pruner sweeps
-    them together (PostgreSQL; 1: each pruner sweeps its own)."""
+    """How many pruned points' leftovers (the blob each held, the set each was in) an app owes
+    before a write's pruner settles them together: sweeps the blobs nothing references and
+    removes the sets left with no point (PostgreSQL; 1: each pruner settles what the one
+    before it left)."""
     return max(1, int(getattr(settings, "VERSIONS_SWEEP_BATCH", 16)))
 
 

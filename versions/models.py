@@ -540,21 +540,29 @@ class ReleaseMark(models.Model):
 
 
 class SweepDebt(models.Model):
-    """A blob that retention left unreferenced, owed to a sweep (PostgreSQL).
+    """What retention left to settle for a point a write's pruner removed (PostgreSQL): the
+    blob the point held, to sweep once nothing references it, and its change set, to remove
+    once it has no point left.
 
-    A write's pruner records the blobs its pruned points held here instead of sweeping them
-    one by one; once an app owes ``VERSIONS_SWEEP_BATCH`` of them, the next pruner sweeps them
-    all with its own (see ``versions.services.retention``). No key to the blob: another sweep
-    may have taken it, or a write referenced it again, and the sweep checks both."""
+    A write's pruner records a row per point it prunes instead of sweeping blobs and removing
+    emptied sets one by one; once an app owes ``VERSIONS_SWEEP_BATCH`` rows, the next pruner
+    settles them all (see ``versions.services.retention``). No keys to the blob or the set:
+    another sweep may have taken the blob, a write may have referenced it again, a set may
+    have been removed or joined again meanwhile, and the settling pruner checks each."""
 
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
-    blob_id = models.CharField(max_length=64, help_text="The sha256 of the blob owed.")
+    blob_id = models.CharField(
+        max_length=64, blank=True, help_text='The sha256 of the blob owed ("": none).'
+    )
+    change_set_id = models.CharField(
+        max_length=48, blank=True, default="", help_text="The change set the point was in."
+    )
 
     class Meta:
         indexes = [models.Index(fields=["app"], name="sweepdebt_app")]
 
     def __str__(self) -> str:
-        return f"{self.blob_id} (app {self.app_id})"
+        return f"{self.blob_id or '-'} / {self.change_set_id or '-'} (app {self.app_id})"
 
 
 class AuditEvent(models.Model):

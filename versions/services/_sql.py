@@ -60,8 +60,8 @@ class ArtifactRow:
     # SQLite: the app's unpinned captures from the newest ``keep``-th on, newest first (None:
     # not read with the lock).
     from_last_kept: list[ExcessRow] | None = None
-    # PostgreSQL: the blobs the app owes a sweep, counted up to the sweep's batch (None: not
-    # read with the lock).
+    # PostgreSQL: the rows of the app's debt (pruned points not yet settled), counted up to
+    # the batch (None: not read with the lock).
     owed: int | None = None
 
     @property
@@ -179,8 +179,8 @@ def _sql(vendor: str) -> dict[str, str]:
                 if grouped
                 else ""
             )
-            # PostgreSQL: the blobs the app owes a sweep, counted up to the batch (see
-            # "prune_owing").
+            # PostgreSQL: the rows the app owes (pruned points not yet settled), counted up
+            # to the batch (see "prune_owing").
             + (
                 f", (SELECT COUNT(*) FROM (SELECT 1 FROM {debt} AS o WHERE o.app_id = a.app_id "
                 "LIMIT %s) AS owed)"
@@ -193,7 +193,7 @@ def _sql(vendor: str) -> dict[str, str]:
             + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
         )
 
-    # The pruner's statement up to its blobs (see "prune_owing" and "prune_settling").
+    # The pruner's statement up to what it owes (see "prune_owing" and "prune_settling").
     pruning = (
         f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
         f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
@@ -213,23 +213,13 @@ def _sql(vendor: str) -> dict[str, str]:
         "IS NULL OR a.pruned_until < g.t THEN g.t ELSE a.pruned_until END "
         "FROM (SELECT artifact_id, MAX(created_on) AS t FROM gone GROUP BY artifact_id) "
         "AS g WHERE a.app_id = %s AND a.id = g.artifact_id RETURNING a.id), "
-        f"emptied AS (DELETE FROM {change_set} AS e "
-        "WHERE e.id IN (SELECT change_set_id FROM gone) "
-        f"AND NOT EXISTS (SELECT 1 FROM {point} AS q WHERE q.change_set_id = e.id "
-        "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.id = q.id)) RETURNING e.id), "
-        f"unlinked AS (UPDATE {change_set} AS r SET restored_from_id = NULL "
-        "WHERE r.restored_from_id IN (SELECT id FROM emptied) "
-        "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.change_set_id = r.id) "
-        "RETURNING r.id), "
-        f"unmarked AS (UPDATE {mark} AS m SET change_set_id = NULL "
-        "WHERE m.change_set_id IN (SELECT id FROM emptied) RETURNING m.id), "
+        # Every set a gone point was in lists it, emptied or not (an emptied set is removed
+        # by the pruner that settles the app's debt; until then it reads as pruned).
         f"listed AS (UPDATE {change_set} AS cs SET pruned = cs.pruned || "
         "(SELECT jsonb_agg(jsonb_build_object('pointId', g.id, 'artifactId', "
         "g.artifact_id) ORDER BY g.created_on DESC, g.id DESC) FROM gone AS g "
         "WHERE g.change_set_id = cs.id) "
-        "WHERE cs.id IN (SELECT change_set_id FROM gone) "
-        "AND NOT EXISTS (SELECT 1 FROM emptied AS x WHERE x.id = cs.id) "
-        "RETURNING cs.id), "
+        "WHERE cs.id IN (SELECT change_set_id FROM gone) RETURNING cs.id), "
     )
 
     return {
@@ -296,36 +286,60 @@ def _sql(vendor: str) -> dict[str, str]:
         # - "gone": those points deleted as they are now (a point pinned meanwhile stays; one
         #   another pruner took is gone already);
         # - "moved": their artifacts' pruned_until moved forward;
-        # - "emptied": the sets left with no point deleted, and what pointed at them cleared
-        #   ("unlinked", "unmarked"), as the models' SET_NULL says. An app's release is
-        #   pinned, so never emptied (were it marked meanwhile, the foreign key, checked at
-        #   COMMIT, makes the later of the two fail);
-        # - "listed": the sets that keep points list the pruned ones;
-        # then, in "prune_owing", the blobs the gone points held are owed to a sweep ("owed":
-        # rows of the app's sweep debt), and in "prune_settling", which a pruner runs instead
-        # once the app owes a batch of them (``VERSIONS_SWEEP_BATCH``), they are swept with the
-        # ones owed before ("settled"):
-        # - "swept": those blobs, and the full copies only those needed, deleted when nothing
+        # - "listed": every set they were in lists them (an emptied one too, so until it goes
+        #   it reads as pruned, never as restorable: SPEC §17);
+        # then, in "prune_owing", each gone point owes a row of the app's debt ("owed": the
+        # blob it held, its set), and in "prune_settling", which a pruner runs instead once the
+        # app owes a batch of rows (``VERSIONS_SWEEP_BATCH``), the rows owed before are
+        # settled ("settled") with this pruner's blobs:
+        # - "emptied": the sets they name that are left with no point deleted, and what
+        #   pointed at them cleared ("unlinked", "unmarked"), as the models' SET_NULL says. A
+        #   set named or marked as the release since it was emptied stays (the services refuse
+        #   both; a race that wins leaves a pinned, pruned set, never a broken key);
+        # - "swept": the blobs, and the full copies only those needed, deleted when nothing
         #   else references them (a blob referenced again is not, and its debt is paid). The
         #   statement still sees the points it deletes, so their references do not count.
-        # Sweeping in batches pays a sweep's work once for many blobs, and takes it off most
-        # writes at the limit (SPEC §18: prune_vs_write); an app leaves at most a batch of
-        # blobs unswept.
-        # No row is modified twice: "listed" skips the emptied sets; restore sets hold no
-        # capture, so "unlinked" touches none of the sets of "gone". Each reference check is
-        # fenced (see ``fence``) so it stays a lookup per candidate.
+        # Settling in batches pays a sweep's and a set removal's work once for many points, and
+        # takes both off most writes at the limit (SPEC §18: prune_vs_write); an app leaves at
+        # most a batch of points unsettled: their blobs unswept, their emptied sets listed as
+        # pruned.
+        # No row is modified twice: "emptied" skips the sets of "gone", which "listed"
+        # updates (they are owed to the next batch); restore sets hold no capture, so
+        # "unlinked" touches none of the sets of "gone". Each reference check is fenced (see
+        # ``fence``) so it stays a lookup per candidate.
         "prune_owing": (
-            pruning + "held AS (SELECT DISTINCT previous_blob_id AS s FROM gone "
-            "WHERE previous_blob_id IS NOT NULL), "
-            f"owed AS (INSERT INTO {debt} (app_id, blob_id) SELECT %s, s FROM held RETURNING 1) "
+            pruning
+            # What each gone point leaves to settle: the blob it held and its set.
+            + f"owed AS (INSERT INTO {debt} (app_id, blob_id, change_set_id) "
+            "SELECT %s, COALESCE(previous_blob_id, ''), change_set_id FROM gone RETURNING 1) "
             "SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM owed)"
         )
         if vendor == "postgresql"
         else "",
         "prune_settling": (
-            pruning + f"settled AS (DELETE FROM {debt} WHERE app_id = %s RETURNING blob_id), "
+            pruning
+            # The blobs of this pruner's points are swept with the batch; their sets are owed
+            # to the next one (a set "listed" updates cannot be deleted in the same statement).
+            + f"owed AS (INSERT INTO {debt} (app_id, blob_id, change_set_id) "
+            "SELECT %s, '', change_set_id FROM gone RETURNING 1), "
+            f"settled AS (DELETE FROM {debt} WHERE app_id = %s "
+            "RETURNING blob_id, change_set_id), "
+            # A set earlier pruners left with no point goes, unless a person named it or marked
+            # it as the release since (the services refuse both, but a race may win).
+            f"emptied AS (DELETE FROM {change_set} AS e "
+            "WHERE e.id IN (SELECT change_set_id FROM settled) AND e.name = '' "
+            f"AND NOT EXISTS (SELECT 1 FROM {app_table} AS ap WHERE ap.release_set_id = e.id) "
+            "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.change_set_id = e.id) "
+            f"AND NOT EXISTS (SELECT 1 FROM {point} AS q WHERE q.change_set_id = e.id) "
+            "RETURNING e.id), "
+            f"unlinked AS (UPDATE {change_set} AS r SET restored_from_id = NULL "
+            "WHERE r.restored_from_id IN (SELECT id FROM emptied) "
+            "AND NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.change_set_id = r.id) "
+            "RETURNING r.id), "
+            f"unmarked AS (UPDATE {mark} AS m SET change_set_id = NULL "
+            "WHERE m.change_set_id IN (SELECT id FROM emptied) RETURNING m.id), "
             "held AS (SELECT previous_blob_id AS s FROM gone WHERE previous_blob_id IS NOT NULL "
-            "UNION SELECT blob_id FROM settled), "
+            "UNION SELECT blob_id FROM settled WHERE blob_id <> ''), "
             # A candidate's base is looked up per candidate (a join could read every blob).
             f"swept AS (DELETE FROM {blob} AS x WHERE x.sha256 IN (SELECT s FROM held "
             f"UNION SELECT (SELECT c.base_id FROM {blob} AS c WHERE c.sha256 = h.s{fence}) "
@@ -481,7 +495,8 @@ def lock_and_read(
     ``keep``-th on: the ones the next capture takes beyond the limit.
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
     turn would join is looked up in the same statement (``grouping``). On PostgreSQL
-    ``owed`` counts the blobs the app owes a sweep, up to ``sweep_batch``.
+    ``owed`` counts the rows of the app's debt (pruned points not yet settled), up to
+    ``sweep_batch``.
     """
     postgresql = _vendor() == "postgresql"
     params: list[Any] = [app_id, False, keep if postgresql else max(keep - 1, 0)]
@@ -669,9 +684,11 @@ def pruner_statements(
     (PostgreSQL): the app's pruner lock, then one statement that locks the artifacts whose
     points go in one order, deletes the unpinned captures beyond the newest ``keep`` *as they
     are then* (except the ``protect``-ed sets'; other writers may have committed, or pruned,
-    since) with the sets they leave empty, and owes the blobs they left unreferenced to a
-    sweep; with ``settle``, sweeps them with the ones the app owed before."""
+    since), lists them in their sets, and owes each one's blob and set to the app's debt; with
+    ``settle``, settles the rows owed before: sweeps their blobs (and this pruner's) and
+    removes the sets they left with no point."""
     protected = list(protect)
+    pruning = [app_id, keep, app_id, app_id, protected, app_id, protected, app_id, app_id]
     return [
         # One pruner per app at a time. Its commit need not wait for the disk: if the server
         # stopped before it reached it, the points would simply still be there, and the next
@@ -679,7 +696,7 @@ def pruner_statements(
         (_q("pruner_lock"), [_PRUNER_LOCK_SPACE, app_id]),
         (
             _q("prune_settling" if settle else "prune_owing"),
-            [app_id, keep, app_id, app_id, protected, app_id, protected, app_id, app_id],
+            [*pruning, app_id] if settle else pruning,
         ),
     ]
 

@@ -365,8 +365,8 @@ def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
 
 
 def _settles(row: _sql.ArtifactRow) -> bool:
-    """Whether this write's pruner sweeps the blobs the app owes (see "prune_settling"): once
-    the blobs owed before it, with the one it leaves, make a batch, or when nobody counted."""
+    """Whether this write's pruner settles what the app owes (see "prune_settling"): once the
+    rows owed before it, with the one it leaves, make a batch, or when nobody counted."""
     return row.owed is None or row.owed + 1 >= conf.sweep_batch()
 
 

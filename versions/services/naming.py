@@ -11,7 +11,7 @@ import unicodedata
 from django.db import transaction
 
 from versions import selectors
-from versions.errors import InvalidInput, NotFound
+from versions.errors import Conflict, InvalidInput, NotFound
 from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
 from versions.services.access import NAME, Actor
 from versions.services.retention import refresh_pins
@@ -21,6 +21,17 @@ SET_NOT_FOUND = "There is no change set “{id}”."
 NAME_TOO_LONG = "Names are at most 200 characters."
 NAME_NOT_TEXT = "A name must be text."
 NAME_HAS_CONTROL = "A name cannot contain control characters."
+SET_ALL_PRUNED = (
+    "Retention pruned every restore point of the change set “{id}”, so its states are gone: "
+    "it is listed as pruned until it is removed, and it can no longer be {doing}."
+)
+
+
+def _keeps_points(cs: ChangeSet, doing: str) -> None:
+    """A set whose every point retention pruned (it lingers, listed as pruned, until the
+    app's debt is settled: SPEC §17) is not named or marked: nothing of it can be restored."""
+    if not RestorePoint.objects.filter(change_set_id=cs.id).exists():
+        raise Conflict(SET_ALL_PRUNED.format(id=cs.id, doing=doing))
 
 
 def _check(actor: Actor | None, app: App | None, owner_id: int, ident: str, missing: str) -> None:
@@ -95,6 +106,8 @@ def name_change_set(
         if cs is None:
             raise NotFound(SET_NOT_FOUND.format(id=set_id))
         _check(actor, app, cs.app_id, set_id, SET_NOT_FOUND)
+        if clean:
+            _keeps_points(cs, "named")
         cs.name = clean
         cs.save(update_fields=["name"])
         refresh_pins(set_ids=[cs.id])
@@ -114,6 +127,7 @@ def mark_release(
         if cs is None:
             raise NotFound(SET_NOT_FOUND.format(id=set_id))
         _check(actor, app, cs.app_id, set_id, SET_NOT_FOUND)
+        _keeps_points(cs, "marked as the release")
         locked = App.objects.select_for_update().get(pk=cs.app_id)
         previous = locked.release_set_id
         locked.release_set = cs

@@ -66,8 +66,9 @@ def prune_after_commit(
     :func:`prune`. ``batch``: the writer's last statements, where the pruner's transaction
     can travel after their COMMIT (:meth:`~versions.rawsql.Batch.follow`): no round trip of
     its own. Elsewhere (queries recorded, a route's write) it runs statement by statement once
-    the writer committed. The blobs the pruned points held are owed to a sweep, which a
-    pruner with ``settle`` runs for all the app owes (see ``_sql`` "prune_settling").
+    the writer committed. What the pruned points leave (their blobs, their emptied sets) is
+    owed to the app's debt, which a pruner with ``settle`` pays (see ``_sql``
+    "prune_settling").
     """
     statements = _sql.pruner_statements(app.pk, conf.points_per_app(), list(protect), settle=settle)
 
