@@ -47,7 +47,31 @@ def whole_table_reads(sql: str) -> list[str]:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
         plan = cursor.fetchone()[0]
         cursor.execute("SET LOCAL enable_seqscan = on")
+    return _whole_reads(plan)
+
+
+def generic_whole_table_reads(sql: str, params: list) -> list[str]:
+    """As :func:`whole_table_reads`, for the generic plan of ``sql`` (``%s`` placeholders): the
+    plan a prepared statement runs whatever its parameters, as the pruner's transaction asks
+    for (``plan_cache_mode = force_generic_plan``)."""
+    parts = sql.split("%s")
+    numbered = parts[0] + "".join(f"${i}{part}" for i, part in enumerate(parts[1:], 1))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE versions_plan_check AS {numbered}")
+        try:
+            args = ", ".join(["%s"] * len(params))
+            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE versions_plan_check({args})", params)
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("DEALLOCATE versions_plan_check")
+    return _whole_reads(plan)
+
+
+def _whole_reads(plan: object) -> list[str]:
     plan = json.loads(plan) if isinstance(plan, str) else plan
+    assert isinstance(plan, list)
     found: list[str] = []
 
     def walk(node: dict) -> None:
@@ -120,6 +144,11 @@ def test_the_check_finds_a_whole_table_read():
         "Seq Scan on versions_restorepoint"
     ]
     assert whole_table_reads("SELECT id FROM versions_restorepoint WHERE app_id = 1") == []
+    if connection.vendor == "postgresql":  # and in a generic plan
+        sql = "SELECT COUNT(*) FROM versions_restorepoint WHERE tool = %s"
+        assert generic_whole_table_reads(sql, ["x"]) == ["Seq Scan on versions_restorepoint"]
+        sql = "SELECT id FROM versions_restorepoint WHERE app_id = %s"
+        assert generic_whole_table_reads(sql, [1]) == []
 
 
 def test_a_write_that_prunes_reads_no_whole_table_on_sqlite(settings):
