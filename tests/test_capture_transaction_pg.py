@@ -262,7 +262,7 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
     a batch of debt settles it: the blobs nothing needs go, a set left with no point goes with
     the release mark history that named it. Every statement is bounded by the app."""
     from test_retention import _unbounded
-    from test_scale_plans import generic_whole_table_reads, whole_table_reads
+    from test_scale_plans import whole_table_reads
 
     from versions.models import ChangeSet, ReleaseMark, SweepDebt
 
@@ -323,36 +323,35 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
         for read in whole_table_reads(sql)
     ]
     assert not whole, "\n".join(whole)
-    # The pruner's own statements run their generic plans (its transaction asks for them, so
-    # they are never planned again per write): those are bounded by the app too.
-    from versions.services import _sql
-
-    for settle in (False, True):
-        for sql, params in _sql.pruner_statements(
-            top_app.pk, 3, [pair[0].change_set_id], settle=settle
-        ):
-            reads = generic_whole_table_reads(sql, params)
-            assert not reads, f"{reads} in the generic plan of {sql[:200]}"
 
 
-def test_the_pruners_statement_runs_one_generic_plan_and_is_never_planned_per_write(
-    top_app, settings
-):
+def test_the_pruners_statements_run_one_generic_plan_each_bounded_by_the_app(top_app, settings):
     """PostgreSQL plans a prepared statement afresh for its first five runs and then keeps
     doing so whenever it guesses a custom plan is cheaper: for the pruner's statement, with
     statistics of many apps, that planning cost more than the statement itself. Its
-    transaction asks for the generic plan (bounded by the app, see the test above)."""
+    transaction asks for the generic plan, the same for every write: bounded by the app."""
+    from test_scale_plans import generic_whole_table_reads
+
     settings.VERSIONS_POINTS_PER_APP = 2
-    for i in range(12):  # ten writes at the limit, each with its pruner
+    settings.VERSIONS_SWEEP_BATCH = 3
+    for i in range(14):  # twelve writes at the limit, one in three settling the app's debt
         write(top_app, "index", f"v{i}\n")
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-            "WHERE statement LIKE 'WITH cut AS%%'"
+            "SELECT name, statement, parameter_types::text[], generic_plans, custom_plans "
+            "FROM pg_prepared_statements WHERE statement LIKE 'WITH cut AS%%'"
         )
-        plans = cursor.fetchall()
-    assert plans, "the pruner's statement is prepared on the connection"
-    assert all(custom == 0 and generic > 0 for generic, custom in plans), plans
+        prepared = cursor.fetchall()
+    assert len(prepared) == 2, "the owing and the settling statement are prepared"
+    assert any("settled AS" in row[1] for row in prepared)
+    for _name, sql, types, generic, custom in prepared:
+        assert custom == 0 and generic > 0, (generic, custom, sql[:200])
+        # The generic plan does not depend on the values: any of the right types will do.
+        values = [
+            [] if kind.endswith("[]") else top_app.pk if "int" in kind else "" for kind in types
+        ]
+        reads = generic_whole_table_reads(sql, types, values)
+        assert not reads, f"{reads} in the generic plan of {sql[:200]}"
 
 
 def _unreferenced_blobs() -> set[str]:
