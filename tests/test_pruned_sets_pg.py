@@ -41,6 +41,14 @@ def lingering(settings) -> tuple[App, str, str]:
     return app, emptied, kept
 
 
+@pytest.fixture
+def boss() -> Client:
+    """The panel, signed in as a superuser."""
+    client = Client()
+    client.force_login(User.objects.create_superuser("boss", "b@example.com", "pw-123456"))
+    return client
+
+
 def test_an_emptied_set_lists_its_pruned_point_and_is_owed_to_the_next_batch(lingering):
     app, emptied, _kept = lingering
     cs = ChangeSet.objects.get(id=emptied)
@@ -49,10 +57,9 @@ def test_an_emptied_set_lists_its_pruned_point_and_is_owed_to_the_next_batch(lin
     assert SweepDebt.objects.filter(app=app, change_set_id=emptied).exists()
 
 
-def test_the_panel_lists_it_as_pruned_and_offers_nothing_to_restore(lingering):
+def test_the_panel_lists_it_as_pruned_and_offers_nothing_to_restore(lingering, boss):
     app, emptied, kept = lingering
-    client = Client()
-    client.force_login(User.objects.create_superuser("boss", "b@example.com", "pw-123456"))
+    client = boss
 
     listing = client.get(f"/apps/{app.slug}/versions/").content.decode()
     row = listing[listing.index(f'id="set-{emptied}"') :]
@@ -98,12 +105,10 @@ def test_the_api_answers_409_in_words_and_shows_no_point_to_restore(lingering):
     assert Artifact.objects.get(app=app).source == "v3\n"
 
 
-def test_the_batch_that_settles_the_debt_removes_it(lingering, settings):
+def test_the_batch_that_settles_the_debt_removes_it(lingering, settings, boss):
     app, emptied, kept = lingering
     settings.VERSIONS_SWEEP_BATCH = 3  # the app owes two rows: the next prune settles
     write(app, "v4\n")
     assert not ChangeSet.objects.filter(id=emptied).exists()
     assert ChangeSet.objects.filter(id=kept).exists()
-    client = Client()
-    client.force_login(User.objects.create_superuser("boss", "b@example.com", "pw-123456"))
-    assert client.get(f"/apps/{app.slug}/versions/change-sets/{emptied}/").status_code == 404
+    assert boss.get(f"/apps/{app.slug}/versions/change-sets/{emptied}/").status_code == 404
