@@ -35,7 +35,7 @@ from versions.models import (
 from versions.services import refs as states
 from versions.services.access import PROMOTE, Actor, app_for
 from versions.services.capture import resolve_app
-from versions.services.restore import iso_ms, normalise_expected
+from versions.services.engine import iso_ms, normalise_expected
 from versions.services.routes import parse_route_spec
 from versions.services.validation import validate_optional_id
 
