@@ -5,7 +5,7 @@ The engine (:mod:`versions.services.engine`) returns these types; the API, MCP a
 receipt of a restore set get their JSON from :func:`to_json` only, with the keys of
 docs/api.md (``setId``, ``restoredFromSet``, ``pointId``, ``deploymentId``, …). The panel renders
 the dataclasses; a stored receipt (JSON on the restore set) comes back through
-:func:`restore_receipt_from_json`, the one reader.
+:func:`read_receipt`, the one reader.
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def _finding_from(data: dict[str, Any]) -> Finding:
     )
 
 
-def restore_receipt_from_json(data: dict[str, Any] | None) -> RestoreReceipt:
+def read_receipt(data: dict[str, Any] | None) -> RestoreReceipt:
     """A stored restore receipt (the JSON of :func:`to_json`) as its dataclass."""
     data = data or {}
     kind = str(data.get("kind") or "")
