@@ -1,4 +1,5 @@
-"""One engine puts states back: the executor every restore runs on (docs/architecture.md).
+"""One engine puts states back or ships them: the executor every restore, promotion and
+rollback runs on (docs/architecture.md).
 
 Restore all, Restore (a point), Restore to release and Revert this set are each a *plan*
 (:class:`Plan`): it looks its subject up and says, per artifact, which state it goes to
@@ -16,6 +17,11 @@ does everything else, once, whatever the plan:
 4. answers a typed receipt (:mod:`versions.services.receipts`); a refusal is kept in the app's
    audit log after the transaction rolled back.
 
+Promote and Roll back production are plans too (:class:`MovePlan`): they say where the
+production pointer moves ("this pointer moves here", :class:`Move`). The same executor looks
+the app up, checks the actor, locks the app row once, runs the plan's pre-flight rules, stores
+the deployment a promotion ships, records the move in the history and moves the pointer.
+
 A restore *re-points*: artifacts move to blobs that are already stored and counter-points
 reference the blobs they replace; no source bytes are copied or re-read, except where a route
 spec must be validated or a line count cannot be derived from the restored point.
@@ -28,31 +34,47 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 
 from versions import conf, ids
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
-from versions.models import API_ROUTE, App, Artifact, AuditEvent, Blob, ChangeSet, RestorePoint
+from versions.models import (
+    API_ROUTE,
+    App,
+    Artifact,
+    AuditEvent,
+    Blob,
+    ChangeSet,
+    Deployment,
+    DeploymentEntry,
+    DeploymentEvent,
+    RestorePoint,
+)
 from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import APP_NOT_FOUND, Actor, principal
-from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.receipts import (
     DRY_RUN as DRY_RUN_KIND,
 )
 from versions.services.receipts import (
     NOOP,
     RESTORE,
+    Change,
     Finding,
     LaterChange,
     LaterSet,
     PlannedItem,
+    PromotionReceipt,
     RestoredItem,
     RestoreReceipt,
 )
 from versions.services.receipts import (
     PREFLIGHT_FAILED as PREFLIGHT_FAILED_KIND,
+)
+from versions.services.receipts import (
+    ROLLBACK as ROLLBACK_KIND,
 )
 from versions.services.validation import (
     validate_collection,
@@ -358,6 +380,9 @@ class Plan(Protocol):
     noop_message: str
     #: Extra pre-flight rules of this plan, run after :data:`TARGET_RULES`.
     rules: tuple[TargetRule, ...]
+    #: What the actor must may do, and the audit kind of a refused pre-flight.
+    action: str
+    audit_kind: str
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
         """The subject (``NotFound`` when there is none), and what a caller who may not see it
@@ -498,31 +523,43 @@ def requested(
     )
 
 
-def execute(plan: Plan, request: Request) -> RestoreReceipt:
+def execute(plan: Plan | MovePlan, request: Request) -> Any:
     """Run ``plan``: look up once, check the actor once, then in one transaction lock once,
-    pre-flight all, write all (or nothing). Raises ``NotFound``, ``Forbidden`` or
-    ``PreflightFailed`` (nothing written; kept in the app's audit log)."""
+    pre-flight all, write all (or nothing) — artifacts behind counter-points, or the
+    production pointer. Raises ``NotFound``, ``Forbidden`` or ``PreflightFailed`` (nothing
+    written; kept in the app's audit log)."""
     subject, missing = plan.lookup(request)
     app = subject.app
     if request.addressed is not None and request.addressed.pk != app.pk:
         raise missing or NotFound(APP_NOT_FOUND.format(slug=request.addressed.slug))
     if request.actor is not None:
-        request.actor.check(MAY_RESTORE, app, missing=missing)
+        request.actor.check(plan.action, app, missing=missing)
     if subject.refusal is not None:
         raise subject.refusal
-    try:
-        with transaction.atomic():
-            return _run(plan, subject, request)
-    except PreflightFailed as exc:
-        if not request.dry_run:
-            AuditEvent.objects.create(
-                app_id=app.pk,
-                kind=PREFLIGHT_FAILED_KIND,
-                by=request.by,
-                change_set_ref=subject.ref,
-                data=exc.receipt.as_dict(),
-            )
-        raise
+    run = _move if isinstance(plan, MovePlan) else _run
+    for attempt in range(_RETRIES):
+        try:
+            with transaction.atomic():
+                return run(plan, subject, request)  # type: ignore[arg-type]
+        except PreflightFailed as exc:
+            if not request.dry_run:
+                AuditEvent.objects.create(
+                    app_id=app.pk,
+                    kind=plan.audit_kind,
+                    by=request.by,
+                    change_set_ref=subject.ref[:48],
+                    data=exc.receipt.as_dict(),
+                )
+            raise
+        except IntegrityError:
+            # A blob the plan reads was swept as its last point was pruned, between the read
+            # and the commit: plan again (the state now says the source is gone).
+            if attempt == _RETRIES - 1 or not isinstance(plan, MovePlan):
+                raise
+    raise AssertionError("unreachable")
+
+
+_RETRIES = 3
 
 
 def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
@@ -835,3 +872,161 @@ def later_changes(
         .values_list("id", "kind", "name", "created_by", "created_on")
     ]
     return changes, later_sets
+
+
+# --------------------------------------------------------------------------------------------
+# Moving production: promote and roll back
+# --------------------------------------------------------------------------------------------
+
+PROMOTED = "Promoted {ref} to production as {deployment}: {changed} artifact{s} changed."
+ROLLED_BACK = "Production rolled back from {previous} to {deployment}."
+MOVE_NOOP_MESSAGE = "Production already serves this state — nothing was promoted."
+MOVE_DRY_RUN = "A promotion would change {changed} artifact{s} in production."
+MOVE_PREFLIGHT_FAILED = (
+    "Nothing was promoted: the pre-flight check found {count} problem{s}. {details}"
+)
+# How many deployment entries one INSERT statement carries (3 parameters each).
+_INSERT_CHUNK = 300
+
+
+@dataclass
+class Move:
+    """Where a plan moves production: to ``to`` (an existing deployment), or to a new
+    deployment of ``state`` (a promotion); what that changes, as the receipt says it."""
+
+    kind: str  # receipts.PROMOTION or receipts.ROLLBACK
+    ref: str
+    previous: str | None
+    to: str | None = None
+    state: Any = None  # a refs.AppState: the state a promotion ships
+    changes: list[Change] | None = None
+    unchanged: int = 0
+    load_changes: Callable[[], list[Change]] | None = None
+    changes_of: tuple[int, bool] | None = None  # a rollback reusing an earlier move's list
+
+    @property
+    def noop(self) -> bool:
+        if self.kind == ROLLBACK_KIND:
+            return self.to == self.previous
+        return self.previous is not None and not self.changes
+
+
+# A rule over a move: findings (artifact and reason in words) that refuse it.
+MoveRule = Callable[[Move, Request], list[Finding]]
+
+
+class MovePlan:
+    """A move of production as a plan: subclasses say where it goes (``move``) and what to
+    check first (``rules``); the executor locks, checks, stores and moves."""
+
+    action: str
+    audit_kind: str
+    rules: tuple[MoveRule, ...] = ()
+    note: str = ""
+
+    def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
+        raise NotImplementedError
+
+    def move(self, subject: Subject, locked: App) -> Move:
+        raise NotImplementedError
+
+
+def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceipt:
+    # One lock: the app row, until the transaction ends — moves of one app's production queue.
+    # A no-key lock, so agent writes (which only reference the app) never wait for it.
+    locked = App.objects.select_for_update(no_key=True).get(pk=subject.app.pk)
+    move = plan.move(subject, locked)
+    findings = [finding for rule in plan.rules for finding in rule(move, request)]
+    if request.dry_run:
+        changed = move.changes or []
+        return PromotionReceipt(
+            kind=DRY_RUN_KIND,
+            ref=move.ref,
+            previous_deployment=move.previous,
+            changes=changed,
+            unchanged=move.unchanged,
+            findings=findings,
+            message=MOVE_NOOP_MESSAGE
+            if move.noop and not findings
+            else MOVE_DRY_RUN.format(changed=len(changed), s="" if len(changed) == 1 else "s"),
+        )
+    if findings:
+        details = " ".join(f"{f.name}: {f.reason}" for f in findings)
+        refused = PromotionReceipt(
+            kind=PREFLIGHT_FAILED_KIND, ref=move.ref, findings=findings, created_by=request.by
+        )
+        refused.message = MOVE_PREFLIGHT_FAILED.format(
+            count=len(findings), s="" if len(findings) == 1 else "s", details=details
+        )
+        raise PreflightFailed(refused.message, receipt=refused)
+    if move.noop:
+        return PromotionReceipt(kind=NOOP, ref=move.ref, message=MOVE_NOOP_MESSAGE)
+    now = ids.ms_to_datetime(ids.now_ms())
+    to = move.to or _store_deployment(locked, move.state, by=request.by, note=plan.note, now=now)
+    receipt = PromotionReceipt(
+        kind=move.kind,
+        ref=to if move.kind == ROLLBACK_KIND else move.ref,
+        deployment_id=to,
+        previous_deployment=move.previous,
+        changes=move.changes,
+        unchanged=move.unchanged,
+        created_by=request.by,
+        created_on=iso_ms(now),
+        note=plan.note,
+        load_changes=move.load_changes,
+    )
+    if move.kind == ROLLBACK_KIND:
+        receipt.message = ROLLED_BACK.format(previous=move.previous, deployment=to)
+    else:
+        count = len(receipt.changed)
+        receipt.message = PROMOTED.format(
+            ref=move.ref, deployment=to, changed=count, s="" if count == 1 else "s"
+        )
+    DeploymentEvent.objects.create(
+        app=locked,
+        kind=move.kind,
+        from_deployment_id=move.previous,
+        to_deployment_id=to,
+        by=request.by,
+        on=now,
+        note=plan.note,
+        # A rollback reusing an earlier move's list is stored without it (read on demand).
+        receipt=receipt.as_dict(with_changes=move.changes is not None),
+        unchanged=move.unchanged,
+        changes_of_id=move.changes_of[0] if move.changes_of else None,
+        changes_inverted=move.changes_of[1] if move.changes_of else False,
+    )
+    # Every server's route table follows at its next request: the generation moves in the
+    # same statement as the pointer.
+    App.objects.filter(pk=locked.pk).update(
+        production_id=to, route_generation=F("route_generation") + 1
+    )
+    return receipt
+
+
+def _store_deployment(locked: App, state: Any, *, by: str, note: str, now: datetime) -> str:
+    """A new deployment of ``state``: per artifact, the blob of its source (no bytes copied),
+    a few statements for any number of entries."""
+    deployment_id = f"dp_{ids.base36(ids.datetime_to_ms(now))}_{ids.random_suffix()}"
+    present = [(e.artifact_id, e.sha256) for e in state.present if e.sha256]
+    Deployment.objects.create(
+        id=deployment_id,
+        app=locked,
+        ref=state.ref,
+        source_set=state.source_set,
+        size=len(present),
+        created_by=by,
+        created_on=now,
+        note=note,
+    )
+    qn = connection.ops.quote_name
+    table = qn(DeploymentEntry._meta.db_table)
+    with connection.cursor() as cursor:
+        for start in range(0, len(present), _INSERT_CHUNK):
+            chunk = present[start : start + _INSERT_CHUNK]
+            sql = (
+                f"INSERT INTO {table} ({qn('deployment_id')}, {qn('artifact_id')}, "  # noqa: S608
+                f"{qn('blob_id')}) VALUES " + ", ".join(["(%s, %s, %s)"] * len(chunk))
+            )
+            cursor.execute(sql, [v for pk, sha in chunk for v in (deployment_id, pk, sha)])
+    return deployment_id

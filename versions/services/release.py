@@ -17,6 +17,7 @@ from versions.errors import NotFound
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
 from versions.services import engine
+from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor, app_for
 from versions.services.engine import (
     Locker,
@@ -72,6 +73,8 @@ class ReleasePlan:
     reverts: bool = False
     noop_message: str = engine.NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
+    action: str = MAY_RESTORE
+    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
         return Subject(app_for(self.app), ""), None  # the release set: once the actor may

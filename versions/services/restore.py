@@ -19,6 +19,7 @@ from versions import conf
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, RestorePoint
 from versions.services import _restore_sql, engine
+from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
 from versions.services.engine import (
     EXPECTED_BAD_VALUE,
@@ -112,6 +113,8 @@ class SetPlan:
     reverts: bool = False
     noop_message: str = NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
+    action: str = MAY_RESTORE
+    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
         missing = NotFound(SET_NOT_FOUND.format(id=self.set_id))
@@ -151,6 +154,8 @@ class PointPlan:
     reverts: bool = False
     noop_message: str = NOOP_POINT_MESSAGE
     rules: tuple[TargetRule, ...] = ()
+    action: str = MAY_RESTORE
+    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
         missing = NotFound(POINT_NOT_FOUND.format(id=self.point_id))

@@ -31,6 +31,7 @@ from versions.errors import InvalidInput, NotFound
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
 from versions.services import engine
 from versions.services._store import sha256_hex
+from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
 from versions.services.engine import (
     LiveArtifact,
@@ -292,6 +293,8 @@ class RevertPlan:
     reverts: bool = True
     noop_message: str = REVERT_NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
+    action: str = MAY_RESTORE
+    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
         missing = NotFound(REVERT_SET_NOT_FOUND.format(id=self.set_id))
