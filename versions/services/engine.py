@@ -237,7 +237,11 @@ class LiveArtifact:
     size: int
     deleted: bool
     route_key: str | None
-    updated_on: datetime
+    updated: Any  # updated_on as the database returned it (read only when needed)
+
+    @property
+    def updated_on(self) -> datetime:
+        return _restore_sql.read_moment(self.updated)
 
     def as_model(self) -> Artifact:
         return Artifact(
@@ -263,11 +267,9 @@ def lock_artifacts(artifact_ids: Iterable[int], *, lock: bool) -> dict[int, Live
     pks = sorted(set(artifact_ids))
     if not pks:
         return {}
-    read = _restore_sql.read_moment
     return {
         pk: LiveArtifact(
-            pk, app_id, collection, name, blob_id, sha, size, bool(deleted), route_key,
-            read(updated),
+            pk, app_id, collection, name, blob_id, sha, size, bool(deleted), route_key, updated
         )
         for pk, app_id, collection, name, blob_id, sha, size, deleted, route_key, updated in (
             _restore_sql.lock_artifacts(pks, lock=lock)
@@ -585,11 +587,13 @@ def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
             skipped.append(_finding(artifact, target, ALREADY_MATCHED))
             continue
         check = Check(target, artifact, request)
-        reason = next((r for rule in rules if (r := rule(check)) is not None), None)
-        if reason is not None:
-            findings.append(_finding(artifact, target, reason))
-            continue
-        writes.append((target, artifact))
+        for rule in rules:
+            reason = rule(check)
+            if reason is not None:
+                findings.append(_finding(artifact, target, reason))
+                break
+        else:
+            writes.append((target, artifact))
     route_sources: dict[int, tuple[str, str]] = {}
     for plan_rule in PLAN_RULES:
         accepted = plan_rule(app, writes, findings)
@@ -749,9 +753,10 @@ def _write(
     the authenticated principal, recorded on every counter-point."""
     # One moment for the whole restore, strictly after every artifact's last write, so each
     # counter-point is its artifact's newest point.
-    ms = ids.now_ms()
-    for _, artifact in plan:
-        ms = max(ms, ids.datetime_to_ms(artifact.updated_on) + 1)
+    # The database's own values (datetimes, or SQLite's ISO text) sort as the moments do, so
+    # only the latest is read.
+    latest = _restore_sql.read_moment(max(artifact.updated for _, artifact in plan))
+    ms = max(ids.now_ms(), ids.datetime_to_ms(latest) + 1)
     now = ids.ms_to_datetime(ms)
     set_id = ids.restore_set_id(ms)
     counts = _line_counts(plan)

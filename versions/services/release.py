@@ -1,9 +1,9 @@
-"""Restore to release (SPEC §6b): every artifact that differs from its state at the release,
-back to that state, through the restore engine.
+"""Restore to release: every artifact that differs from its state at the release, back to
+that state — a plan of the one engine (:mod:`versions.services.engine`).
 
 The states come from :mod:`versions.selectors.states`; this module turns each into a target of
-the restore engine (:mod:`versions.services.restore`), which pre-flights all of them, writes
-counter-points, skips matches and stores the restore set in one transaction.
+the engine, which pre-flights all of them, writes counter-points, skips matches and stores the
+restore set in one transaction.
 """
 
 from __future__ import annotations

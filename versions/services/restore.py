@@ -23,6 +23,7 @@ from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
 from versions.services.engine import (
     EXPECTED_BAD_VALUE,
+    FINDING_NOT_STORED,
     FINDING_PRUNED,
     NOOP_MESSAGE,
     Locker,
@@ -34,7 +35,6 @@ from versions.services.engine import (
     normalise_expected,
     pruned_points,
     refused_target,
-    target_for_point,
 )
 from versions.services.receipts import RestoreReceipt
 
@@ -70,21 +70,18 @@ _POINT_FIELDS = (
 
 
 def _target_from_row(row: tuple) -> RestoreTarget:
-    """The target "state before this point" of a ``_POINT_FIELDS`` row (one per artifact of a
-    Restore all, built positionally)."""
+    """:func:`~versions.services.engine.target_for_point` of a ``_POINT_FIELDS`` row, built
+    positionally (one per artifact of a Restore all)."""
     pid, artifact_id, existed, blob_id, prev_sha, prev_size, new_sha, added, removed, on = row
-    return target_for_point(
-        artifact_id=artifact_id,
-        point_id=pid,
-        previous_existed=existed,
-        previous_blob_id=blob_id,
-        previous_sha256=prev_sha,
-        previous_size=prev_size,
-        new_sha256=new_sha,
-        lines_added=added,
-        lines_removed=removed,
+    if not existed:
+        return RestoreTarget(artifact_id, "", None, pid, 0, None, new_sha, added, removed, since=on)
+    unavailable = None
+    if blob_id is None:
+        unavailable = FINDING_NOT_STORED.format(size=prev_size, cap=conf.max_stored_bytes())
+    return RestoreTarget(
+        artifact_id, prev_sha, blob_id, pid, prev_size, unavailable, new_sha, added, removed,
         since=on,
-    )
+    )  # fmt: skip
 
 
 _ARTIFACT_NAME = ("artifact__collection", "artifact__name")

@@ -1,4 +1,4 @@
-"""Revert this set (SPEC §14): take back only what one change set did, keep the later work.
+"""Revert this set: take back only what one change set did, keep the later work.
 
 Like ``git revert``: per artifact, a three-way merge with base = its state right after the set,
 ours = its current source, theirs = its state before the set. Lines that later sets changed are
@@ -10,10 +10,10 @@ about 2.5× as long and merge3 with difflib minutes (see ``tests/perf/bench_reve
 
 When other sets wrote the artifact *between* two of the set's own points, each uninterrupted
 run of the set's points is reverted on its own, newest first, so the interleaved work is kept
-too. The results go to the restore engine (:mod:`versions.services.restore`) as targets: the same
-pre-flight of all before any write, counter-points, skips, one transaction, and a restore set
-whose receipt says ``"kind": "revert"`` and ``"revertedSet"``; undoing it is Restore all of that
-restore set, as for any restore.
+too. The results are the targets of a plan (:class:`RevertPlan`) of the one engine
+(:mod:`versions.services.engine`): the same pre-flight of all before any write, counter-points,
+skips, one transaction, and a restore set whose receipt says ``"kind": "revert"`` and
+``"revertedSet"``; undoing it is Restore all of that restore set, as for any restore.
 """
 
 from __future__ import annotations
