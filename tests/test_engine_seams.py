@@ -113,11 +113,12 @@ def test_a_dry_run_of_an_emptied_set_is_refused_as_the_restore_is(emptied):
     make_user("owner", can_restore=True, is_superuser=True)
     api = ApiClient(make_token("owner", app.slug))
 
-    dry = api.post(f"/change-sets/{gone}/restore", {"dry_run": True})
-    real = api.post(f"/change-sets/{gone}/restore")
+    for action in ("restore", "revert"):
+        dry = api.post(f"/change-sets/{gone}/{action}", {"dry_run": True})
+        real = api.post(f"/change-sets/{gone}/{action}")
 
-    assert (dry.status_code, real.status_code) == (409, 409), dry.content
-    assert dry.json()["error"] == real.json()["error"] == "preflight_failed"
-    assert dry.json()["findings"] == real.json()["findings"]
-    assert dry.json()["message"] == real.json()["message"]
+        assert (dry.status_code, real.status_code) == (409, 409), (action, dry.content)
+        assert dry.json()["error"] == real.json()["error"] == "preflight_failed"
+        assert dry.json()["findings"] == real.json()["findings"]
+        assert dry.json()["message"] == real.json()["message"]
     assert Artifact.objects.get(app=app).source == "v3\n"

@@ -313,11 +313,12 @@ class RevertPlan:
         return subject, missing
 
     def targets(self, subject: Subject, lock: Locker) -> list[RestoreTarget]:
-        return _targets(subject.ref, subject.data, lock)
+        return _targets(subject, lock)
 
 
-def _targets(set_id: str, pruned: list[dict[str, Any]], lock: Locker) -> list[RestoreTarget]:
+def _targets(subject: Subject, lock: Locker) -> list[RestoreTarget]:
     """One target per artifact of the set, in the set's order."""
+    set_id, pruned = subject.ref, subject.data
     firsts: dict[int, tuple[str, datetime]] = {}
     for point_id, artifact_id, created_on in (
         RestorePoint.objects.filter(change_set_id=set_id)
@@ -328,6 +329,8 @@ def _targets(set_id: str, pruned: list[dict[str, Any]], lock: Locker) -> list[Re
     # Retention prunes a set's oldest points first: an artifact may have lost every point it
     # had in the set and still be one of the set's, its states around the set gone.
     pruned_at = pruned_points(pruned)
+    # Retention took every point the set had: a dry run is refused as the revert is.
+    subject.emptied = bool(pruned_at) and not firsts
     if not firsts and not pruned_at:
         return []
     # Locked before anything is read, so no write can land between the merge and its result.
