@@ -295,9 +295,7 @@ def test_promoting_a_state_with_an_unstored_source_is_refused(app):
         promote(app, by="rvaid", ref=point)
     [finding] = exc.value.receipt.findings
     assert finding.name == "index"
-    assert finding.reason.startswith(
-        "Missing: not stored. Its source in this state was 500 bytes"
-    )
+    assert finding.reason.startswith("Missing: not stored. Its source in this state was 500 bytes")
     assert exc.value.message.startswith(
         "Nothing was promoted: the pre-flight check found 1 problem."
     )
