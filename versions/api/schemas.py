@@ -493,8 +493,8 @@ class AtQuery(Schema):
         None,
         json_schema_extra=_rules(pattern=REF_PATTERN, maxLength=REF_MAX),
         description=(
-            "Read the source at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
-            "(just before that point). production and dp_… need environments (404 for now)."
+            "Read the source at a ref: draft (now), production (what production serves), dp_… "
+            "(a deployment), cs_…/rs_… (right after that set), rp_… (just before that point)."
         ),
     )
 
