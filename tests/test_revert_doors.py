@@ -124,6 +124,28 @@ def test_the_api_reverts_and_refuses_a_conflict_with_nothing_written(app):
     assert "line seven" not in _source(app) and "line 2, again" in _source(app)
 
 
+def test_a_reverted_or_restored_set_names_what_acted_on_it_in_the_api_and_the_panel(app, boss):
+    ids = _history(app)
+    make_user("rvaid", can_restore=True)
+    api = ApiClient(make_token("rvaid", "quotes"))
+    untouched = api.get(f"/change-sets/{ids['later']}").json()
+    assert untouched["revertedBy"] is None and untouched["restoredBy"] is None
+    reverted = api.post(f"/change-sets/{ids['turn']}/revert", {}).json()["setId"]
+    restored = api.post(f"/change-sets/{ids['later']}/restore", {}).json()["setId"]
+    turn = api.get(f"/change-sets/{ids['turn']}").json()
+    assert turn["revertedBy"] == reverted and turn["restoredBy"] is None
+    later = api.get(f"/change-sets/{ids['later']}").json()
+    assert later["restoredBy"] == restored and later["revertedBy"] is None
+    receipt = reverse("versions:receipt", args=["quotes", reverted])
+    page = boss.get(reverse("versions:change_set", args=["quotes", ids["turn"]])).content.decode()
+    assert f'Reverted by <a href="{receipt}"><code>{reverted}</code></a>' in page
+    assert "Restored by" not in page
+    page = boss.get(reverse("versions:change_set", args=["quotes", ids["later"]])).content.decode()
+    receipt = reverse("versions:receipt", args=["quotes", restored])
+    assert f'Restored by <a href="{receipt}"><code>{restored}</code></a>' in page
+    assert "Reverted by" not in page
+
+
 def test_a_token_without_the_restore_permission_may_not_revert(app):
     ids = _history(app)
     make_user("agent")

@@ -411,6 +411,15 @@ class ChangeSetDetail(ChangeSetSummary):
     restore_points: list[PointOut]
     pruned: list[dict[str, Any]]
     receipt: dict[str, Any] | None
+    restoredBy: str | None = Field(
+        description="The newest restore set that restored this set (Restore all, Restore of "
+        "one of its points, Restore to release), or null. Later writes of its run or turn "
+        "start a new set."
+    )
+    revertedBy: str | None = Field(
+        description="The newest restore set that reverted this set (Revert this set), or null. "
+        "Later writes of its run or turn start a new set."
+    )
     diff: dict[str, Any] | None = Field(
         None,
         description=(

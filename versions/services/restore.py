@@ -31,6 +31,7 @@ from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor, principal
+from versions.services.capture import close_acted_on_set
 from versions.services.validation import validate_collection, validate_name, validate_optional_id
 
 NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
@@ -716,6 +717,7 @@ def _write(
         skipped=len(skipped),
     )
     _restore_sql.insert_restore_set(set_id, app_id, now, by, restored_from, receipt.as_dict())
+    close_acted_on_set(app_id, restored_from)
     _insert_counter_points(points)
     for target, _ in plan:
         if target.text is not None:  # a merge result: stored now, inside the transaction
