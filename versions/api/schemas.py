@@ -513,7 +513,8 @@ ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 4
 
 class PromoteIn(_JsonObject):
     """Promote a state to production (SPEC §13). ``ref``: draft (default), a set, a point or a
-    deployment; ``expected``: "collection/name" → the sha256 you reviewed in the draft."""
+    deployment; ``expected``: "collection/name" → the sha256 you reviewed in the state ``ref``
+    names (a dry run's ``changed[].to``; for the draft, its current hashes)."""
 
     ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
     note: str = Field(
