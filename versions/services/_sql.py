@@ -370,7 +370,7 @@ def _sql(vendor: str) -> dict[str, str]:
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
             "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE app_id = %s AND id = %s"
         ),
-        # Appends to a set's pruned list (no row when the set is gone with its points).
+        # Appends to a set's pruned list.
         "append_pruned": (
             f"UPDATE {change_set} SET pruned = pruned || %s::jsonb WHERE app_id = %s AND id = %s"
             if vendor == "postgresql"
@@ -783,8 +783,8 @@ _APPEND_CHUNK = 50
 
 
 def append_pruned(app_id: int, additions: dict[str, list[dict]]) -> None:
-    """Add to each change set's ``pruned`` list the points retention removed from it (a set
-    that is gone with all its points is left alone)."""
+    """Add to each change set's ``pruned`` list the points retention removed from it (an
+    emptied set too: it is removed when the app's debt is settled)."""
     postgresql = _vendor() == "postgresql"
     for set_id, entries in additions.items():
         if postgresql:

@@ -1,4 +1,28 @@
-"""Retention (newest N unpinned points per app) and pins (SPEC §2)."""
+"""Retention (newest N unpinned points per app) and pins: the rules, on both databases.
+
+The rules, the same on SQLite and PostgreSQL (only the SQL differs, in ``_sql``):
+
+- a write over the limit prunes the app's unpinned capture points beyond the newest
+  ``VERSIONS_POINTS_PER_APP``, never those of the writer's own set; a restore also prunes the
+  counter-points of restore sets older than the newest ``VERSIONS_RESTORE_SETS_PER_APP``
+  unnamed ones, never those of the restore, the set it restored or the restore it undoes;
+- a pruned point's artifact's ``pruned_until`` moves forward, and the point is listed in its
+  set's ``pruned`` (an emptied set too: until it is removed it reads as pruned, never as
+  restorable, and naming or marking it is refused);
+- what each pruned point leaves is owed to the app's debt (``SweepDebt``: its blob, its set);
+- the pruner that makes a batch (the rows owed before it, with its own, reach
+  ``VERSIONS_SWEEP_BATCH``) settles the rows owed before it: sweeps their blobs, with its own
+  points' blobs, when nothing references them any more, and removes their sets left with no
+  point (unless named or marked as the release since), clearing what pointed at them; its own
+  points' sets are owed to the next batch. An app leaves at most a batch unsettled.
+
+Settling in batches was chosen by measurement (``bench_scale``'s ``prune_vs_write``; see
+docs/performance.md): on PostgreSQL it takes the sweep and the set removal off most writes at
+the limit; on SQLite it costs no more than settling at once. A top-level write on PostgreSQL
+runs these rules as one statement after its COMMIT (:func:`prune_after_commit`); everywhere
+else (SQLite's writes, restores, a write inside a larger transaction) :func:`prune` runs them
+statement by statement.
+"""
 
 from __future__ import annotations
 
