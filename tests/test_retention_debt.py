@@ -12,7 +12,11 @@ statement after the write's COMMIT; on SQLite it runs inside the write.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -214,3 +218,14 @@ def test_a_batch_that_is_not_a_positive_whole_number_is_refused_in_words(
     settings.VERSIONS_SWEEP_BATCH = 0
     with pytest.raises(ImproperlyConfigured, match=r"not “0”"):
         conf.sweep_batch()
+
+
+def test_the_server_does_not_start_on_a_batch_that_is_not_a_positive_whole_number():
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "VERSIONS_SWEEP_BATCH": "none"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "VERSIONS_SWEEP_BATCH must be a positive whole number" in done.stderr
+    assert "not “none”" in done.stderr
