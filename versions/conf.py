@@ -30,8 +30,9 @@ SWEEP_BATCH_REFUSED = (
 
 def sweep_batch() -> int:
     """How many pruned points' leftovers (the blob each held, the set each was in) an app owes
-    before a write's pruner settles them together: sweeps the blobs nothing references and
-    removes the sets left with no point (1: each pruner settles what the one before it left).
+    before a pruner (a write's, a restore's) settles them together: sweeps the blobs nothing
+    references and removes the sets left with no point (1: each pruner settles what the one
+    before it left).
 
     The setting ``VERSIONS_SWEEP_BATCH``, else the environment variable of that name, else
     16; anything but a positive whole number is refused in words (ImproperlyConfigured)."""
