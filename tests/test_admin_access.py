@@ -1,4 +1,5 @@
-"""The admin writes as the signed-in person, through the services, which decide (docs/architecture.md).
+"""The admin writes as the signed-in person, through the services, which decide
+(docs/architecture.md).
 
 Django's own admin permissions only open the forms; what may be written is the services'
 decision on the person's actor: a viewer of an app cannot write it, add apps or revoke its

@@ -1,4 +1,5 @@
-"""The one-door layout (SPEC §12), checked on the source: who may import whom, and who writes.
+"""The one-door layout (docs/architecture.md), checked on the source: who may import whom, and
+who writes.
 
 - nothing outside ``versions/services/`` imports a module inside it (only the package's door),
   by an absolute import or a relative one (``from ..services.restore import …``);
