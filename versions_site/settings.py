@@ -35,10 +35,39 @@ HOSTS_NOT_NAMED = (
     "DJANGO_DEBUG=0 needs the host names the site answers to: set DJANGO_ALLOWED_HOSTS to them, "
     "comma-separated (e.g. versions.example.com), never “*”. The server did not start."
 )
+WEAK_SECRET_KEY = (
+    "DJANGO_DEBUG=0 needs a strong secret key: DJANGO_SECRET_KEY has {length} characters, "
+    "{distinct} of them different, and needs at least 50 characters and 5 different ones "
+    "(python -c 'import secrets; print(secrets.token_urlsafe(50))'). The server did not start."
+)
+HOST_IS_A_WHOLE_DOMAIN = (
+    "DJANGO_ALLOWED_HOSTS names “{host}”, a whole top-level domain: a request for any site "
+    "under it would be taken for this one. Name the site's own host instead (e.g. "
+    "versions.example.com). The server did not start."
+)
 if not DEBUG and SECRET_KEY == _DEVELOPMENT_KEY:
     raise ImproperlyConfigured(NO_SECRET_KEY)
 if not DEBUG and (not ALLOWED_HOSTS or "*" in ALLOWED_HOSTS):
     raise ImproperlyConfigured(HOSTS_NOT_NAMED)
+# A short or repetitive key can be guessed offline from one signed cookie.
+if not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    raise ImproperlyConfigured(
+        WEAK_SECRET_KEY.format(length=len(SECRET_KEY), distinct=len(set(SECRET_KEY)))
+    )
+
+
+def _whole_top_level_domain(host: str) -> bool:
+    """``.com`` (every site under com) or ``com``; ``localhost`` and ``testserver`` (Django's
+    test client) are names of this machine, not domains."""
+    label = host.removeprefix(".")
+    if "." in label or ":" in label:  # a dotted name, an IPv4 or an [IPv6] address
+        return False
+    return host.startswith(".") or label.lower() not in ("localhost", "testserver")
+
+
+for _host in ALLOWED_HOSTS if not DEBUG else ():
+    if _whole_top_level_domain(_host):
+        raise ImproperlyConfigured(HOST_IS_A_WHOLE_DOMAIN.format(host=_host))
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
