@@ -172,14 +172,20 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Sign-in throttling (SPEC §17), per account and per address: after AXES_FAILURE_LIMIT failures
-# within the lock time, sign-in pauses for that long, and each try during the pause restarts it.
+# Sign-in throttling (docs/operations.md): AXES_FAILURE_LIMIT failures for one account from one
+# address pause that pair, VERSIONS_SIGNIN_ADDRESS_FAILURE_LIMIT failures from one address
+# (whatever the accounts) pause the address, each for AXES_COOLOFF_TIME from the last failed
+# try; tries during a pause are refused without being counted, so they do not extend it. An
+# account's failures from other addresses never count against a right password from this one.
 # The attempts live in the database, so the count holds across gunicorn workers and servers.
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_HANDLER = "versions.signin_throttle.PairAndAddressHandler"
 AXES_FAILURE_LIMIT = int(os.environ.get("VERSIONS_SIGNIN_FAILURE_LIMIT", "5"))
+VERSIONS_SIGNIN_ADDRESS_FAILURE_LIMIT = int(
+    os.environ.get("VERSIONS_SIGNIN_ADDRESS_FAILURE_LIMIT", "20")
+)
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("VERSIONS_SIGNIN_LOCK_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
-AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]  # the handler's order
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # A success does not wipe the count: an attacker with an account of their own could otherwise
 # reset their address's failures between guesses.
 AXES_RESET_ON_SUCCESS = False
@@ -188,7 +194,8 @@ AXES_LOCKOUT_CALLABLE = "versions.views.signin.signin_locked"
 AXES_CLIENT_IP_CALLABLE = "versions.views.signin.client_address"
 AXES_VERBOSE = False
 # Behind N reverse proxies that each append to X-Forwarded-For, failures are counted by the
-# address the outermost proxy saw; 0 (direct) counts by the connecting address.
+# address the outermost proxy saw; 0 (direct) counts by the connecting address and ignores
+# X-Forwarded-For, which any client can write.
 VERSIONS_PROXY_COUNT = int(os.environ.get("VERSIONS_PROXY_COUNT", "0"))
 
 AUTH_PASSWORD_VALIDATORS = [
