@@ -161,8 +161,13 @@ from versions.services.validation import (
     MESSAGE_HAS_CONTROL,
     MESSAGE_MAX_CHARS,
     MESSAGE_TOO_LONG,
+    NAME_EDGE_SPACES,
+    NAME_LOOKS_LIKE,
+    SLUG_LOOKS_LIKE,
     SOURCE_TOO_LARGE,
+    check_new_app_slug,
     encode_source,
+    name_skeleton,
     validate_collection,
     validate_message,
     validate_name,
@@ -170,6 +175,11 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "NAME_EDGE_SPACES",
+    "NAME_LOOKS_LIKE",
+    "SLUG_LOOKS_LIKE",
+    "check_new_app_slug",
+    "name_skeleton",
     "BAD_VIEWED_KEY",
     "NO_PERSON",
     "UNKNOWN_LAYOUT",
