@@ -294,6 +294,7 @@ class Artifact(models.Model):
     skeleton = models.CharField(
         max_length=1000,
         blank=True,
+        db_default="",  # rows inserted in bulk (COPY) without it are still valid
         help_text=(
             "What the name looks like (its confusable skeleton, Unicode TS #39): a new name "
             "that looks like another of the same collection is refused."

@@ -33,6 +33,7 @@ class Migration(migrations.Migration):
             name="skeleton",
             field=models.CharField(
                 blank=True,
+                db_default="",
                 help_text="What the name looks like (its confusable skeleton, Unicode TS #39): a new name that looks like another of the same collection is refused.",
                 max_length=1000,
             ),
