@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+import django
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -94,6 +95,11 @@ MIDDLEWARE = [
     # refuses NUL in text: it would be a 500).
     "versions.nul_guard.nul_guard",
     "django.middleware.security.SecurityMiddleware",
+    # The panel's Content-Security-Policy (below); the live app's answers get their own
+    # sandbox policy from the middleware above, which runs after this one on the way out.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware"
+    if django.VERSION >= (6, 0)
+    else "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -217,6 +223,25 @@ if VERSIONS_HTTPS:
     SECURE_HSTS_PRELOAD = os.environ.get("VERSIONS_HSTS_PRELOAD", "0") == "1"
 if os.environ.get("VERSIONS_TRUST_X_FORWARDED_PROTO", "0") == "1":
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# The panel's Content-Security-Policy: scripts, styles and frames from this site only, never
+# inline (an injected <script> or onclick= does not run), and only this site may frame the
+# panel. Django 6 has CSP of its own (SECURE_CSP); on Django 5.2 django-csp sends the same
+# policy. Favicons and the icons of the API docs are data: images.
+PANEL_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "frame-ancestors": ["'self'"],
+    "form-action": ["'self'"],
+    "base-uri": ["'self'"],
+    "object-src": ["'none'"],
+}
+if django.VERSION >= (6, 0):
+    SECURE_CSP = PANEL_CSP
+else:
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": PANEL_CSP}
 
 # A refused CSRF check explains itself in the panel's words instead of Django's debug page.
 CSRF_FAILURE_VIEW = "versions.views._common.csrf_failure"
