@@ -7,3 +7,7 @@ class VersionsConfig(AppConfig):
     name = "versions"
     verbose_name = "Versions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Sign-in, sign-out, failed sign-ins and lock-outs go to the audit trail.
+        from versions import signals  # noqa: F401

@@ -7,6 +7,7 @@ outside this package imports a module inside it: everything a caller needs is re
 
 - ``access`` — the :class:`Actor` and the access checks;
 - ``agent_writes`` — a change set's message, and a partial edit of an artifact (SPEC §15);
+- ``audit`` — the audit trail: :func:`record` appends an action to its hash chain;
 - ``capture`` — every write records a restore point first (SPEC §3);
 - ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
 - ``release`` — Restore to release (SPEC §6b);
@@ -61,6 +62,15 @@ from versions.services.agent_writes import (
     DescribedSet,
     describe_change_set,
     edit_artifact,
+)
+from versions.services.audit import (
+    ACTION_LABELS,
+    LOCKED_OUT,
+    SIGNED_IN,
+    SIGNED_OUT,
+    SIGNIN_FAILED,
+    Someone,
+    record,
 )
 from versions.services.capture import (
     ARTIFACT_NOT_FOUND,
@@ -170,6 +180,13 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "ACTION_LABELS",
+    "LOCKED_OUT",
+    "SIGNED_IN",
+    "SIGNED_OUT",
+    "SIGNIN_FAILED",
+    "Someone",
+    "record",
     "BAD_VIEWED_KEY",
     "NO_PERSON",
     "UNKNOWN_LAYOUT",

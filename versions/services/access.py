@@ -132,6 +132,8 @@ class Actor:
         self._everywhere = everywhere
         self._extra = extra
         self._scope: dict[int, bool] = {}
+        # Where it acts from (``address``, ``user_agent``), set by its door for the audit trail.
+        self.meta: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<Actor {self.label}>"
