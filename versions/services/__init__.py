@@ -41,6 +41,7 @@ from versions.services.access import (
     VIEW,
     WRITE,
     Actor,
+    activity_app,
     actor_for_token,
     actor_for_user,
     app_for,
@@ -48,6 +49,7 @@ from versions.services.access import (
     command_actor,
     point_for,
     principal,
+    require_instance_activity,
     require_panel,
     require_workspace_rollback,
     restores_everywhere,
@@ -181,6 +183,8 @@ from versions.services.validation import (
 
 __all__ = [
     "ACTION_LABELS",
+    "activity_app",
+    "require_instance_activity",
     "LOCKED_OUT",
     "SIGNED_IN",
     "SIGNED_OUT",
