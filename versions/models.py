@@ -704,15 +704,20 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
 
 class AuditEvent(models.Model):
     """One entry of the append-only audit trail: who did what to which targets, from where,
-    and when; chained to the one before it by ``hash`` (the recipe: :mod:`versions.audit_chain`).
+    and when, chained to the event before it.
 
-    ``hash = sha256(prev_hash + canonical JSON of the event)``, the canonical JSON being the
-    event's id, seq, app slug, actor kind and name, action, targets, reason, details, address,
-    user agent and created_on (UTC, microseconds) with sorted keys, no spaces, UTF-8. Appended
-    only through ``AuditEvent.objects.append`` (``versions.services.record``), which locks the
-    one :class:`AuditChainHead` row; never updated or deleted (``manage.py verify_audit``
-    names the first event altered, inserted or missing). Agents' writes are not here: they
-    are in restore points.
+    The recipe (:mod:`versions.audit_chain` implements it; ``manage.py verify_audit`` checks
+    it): ``hash`` = lowercase hex sha256 of the ASCII ``prev_hash`` followed by the canonical
+    JSON of the event, where ``prev_hash`` is the previous event's ``hash`` (64 zeros for the
+    first) and the canonical JSON is the object ``{"action", "actor": {"kind", "name"},
+    "address", "app" (slug or null), "created_on" ("YYYY-MM-DDTHH:MM:SS.ffffffZ", UTC),
+    "details", "id", "reason", "seq", "targets", "user_agent"}`` dumped with keys sorted at
+    every level, separators ``,`` and ``:`` (no spaces), non-ASCII as is, encoded as UTF-8.
+    The links to the user and the token are not covered (they empty themselves on delete).
+
+    Appended only through ``AuditEvent.objects.append`` (``versions.services.record``), which
+    locks the one :class:`AuditChainHead` row; never updated or deleted. Agents' writes are
+    not here: they are in restore points.
     """
 
     USER = "user"
