@@ -4,6 +4,6 @@ counter-point insert, a route save, a source write). This is the one place tests
 
 import importlib
 
-restore_engine = importlib.import_module("versions.services.restore")
+restore_engine = importlib.import_module("versions.services.engine")
 capture_engine = importlib.import_module("versions.services.capture")
 capture_sql = importlib.import_module("versions.services._sql")

@@ -165,7 +165,7 @@ def test_retention_with_capture_times_shared_by_a_restore_keeps_exactly_the_newe
     last = write(app, "page-9", "new\n")
 
     kept = set(RestorePoint.objects.filter(app=app).values_list("id", flat=True))
-    counters = {item["counterPointId"] for item in restore.items}
+    counters = {item.counter_point_id for item in restore.items}
     assert kept == {last.restore_point_id, captures[0], captures[1], *counters}
 
 

@@ -294,10 +294,8 @@ def test_promoting_a_state_with_an_unstored_source_is_refused(app):
     with pytest.raises(PreflightFailed) as exc:
         promote(app, by="rvaid", ref=point)
     [finding] = exc.value.receipt.findings
-    assert finding["name"] == "index"
-    assert finding["reason"].startswith(
-        "Missing: not stored. Its source in this state was 500 bytes"
-    )
+    assert finding.name == "index"
+    assert finding.reason.startswith("Missing: not stored. Its source in this state was 500 bytes")
     assert exc.value.message.startswith(
         "Nothing was promoted: the pre-flight check found 1 problem."
     )
@@ -316,8 +314,8 @@ def test_promoting_a_state_with_a_pruned_source_is_refused(app):
     with pytest.raises(PreflightFailed) as exc:
         promote(app, by="rvaid", ref=kept)
     [finding] = exc.value.receipt.findings
-    assert finding["name"] == "index"
-    assert finding["reason"].startswith("Missing: pruned.")
+    assert finding.name == "index"
+    assert finding.reason.startswith("Missing: pruned.")
     assert_nothing_promoted(app, None)
 
 
@@ -333,8 +331,8 @@ def test_two_routes_with_one_method_and_path_in_the_promoted_state_are_refused(s
     with pytest.raises(PreflightFailed) as exc:
         promote(site, by="rvaid")
     [finding] = exc.value.receipt.findings
-    assert finding["name"] == "twin"
-    assert finding["reason"] == (
+    assert finding.name == "twin"
+    assert finding.reason == (
         "It and “list” would both answer GET /quotes in production: two routes with the same "
         "method and path would be ambiguous."
     )
@@ -350,8 +348,8 @@ def test_an_invalid_route_spec_in_the_promoted_state_is_refused(site):
     with pytest.raises(PreflightFailed) as exc:
         promote(site, by="rvaid")
     [finding] = exc.value.receipt.findings
-    assert finding["name"] == "list"
-    assert finding["reason"].startswith(
+    assert finding.name == "list"
+    assert finding.reason.startswith(
         "Its route spec is not valid: The route spec is not valid JSON"
     )
     assert_nothing_promoted(site, None)
@@ -364,8 +362,8 @@ def test_a_draft_changed_since_it_was_reviewed_is_not_promoted(site):
     with pytest.raises(PreflightFailed) as exc:
         promote(site, by="rvaid", expected=reviewed)
     [finding] = exc.value.receipt.findings
-    assert finding["name"] == "index"
-    assert finding["reason"] == (
+    assert finding.name == "index"
+    assert finding.reason == (
         f"It changed since you reviewed it: you reviewed {old[:12]}, it is now "
         f"{sha(site, PAGE, 'index')[:12]}. Review the promotion again."
     )
@@ -381,7 +379,7 @@ def test_every_finding_is_listed(site):
     reviewed = {"pltf_page/index": "0" * 64, "pltf_page/notes": notes.sha256}
     with pytest.raises(PreflightFailed) as exc:
         promote(site, by="rvaid", expected=reviewed)
-    reasons = sorted((f["name"], f["reason"].split(":")[0]) for f in exc.value.receipt.findings)
+    reasons = sorted((f.name, f.reason.split(":")[0]) for f in exc.value.receipt.findings)
     assert reasons == [
         ("index", "It changed since you reviewed it"),
         ("list", "It changed after you reviewed the promotion"),
@@ -506,7 +504,7 @@ def test_rollback_after_a_promotion_from_a_rolled_back_production_returns_to_it(
     promote(site, by="rvaid")
     receipt = rollback_production(site, by="lee")
     assert receipt.deployment_id == first
-    assert [c["name"] for c in receipt.changed] == ["index"]
+    assert [c.name for c in receipt.changed] == ["index"]
 
 
 def test_every_move_in_the_history_keeps_its_receipt(site):
@@ -533,7 +531,7 @@ def test_a_change_that_was_not_among_what_was_reviewed_is_not_promoted(site):
     with pytest.raises(PreflightFailed) as exc:
         promote(site, by="rvaid", expected=reviewed)
     [finding] = exc.value.receipt.findings
-    assert (finding["name"], finding["reason"]) == (
+    assert (finding.name, finding.reason) == (
         "sneaky",
         "It changed after you reviewed the promotion: it was not among what you reviewed. "
         "Review the promotion again.",

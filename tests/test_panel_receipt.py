@@ -115,7 +115,7 @@ def test_a_restore_lists_its_artifacts_in_the_order_of_the_set_it_restored(app: 
         receipt = services.write_artifact(app, "pltf_page", name, f"{name} 2\n", **agent)
         turn = turn or receipt.change_set_id
     restored = services.restore_change_set(turn, by="boss")
-    assert [item["name"] for item in restored.items] == ["c", "a", "b"]
+    assert [item.name for item in restored.items] == ["c", "a", "b"]
     for set_id in (turn, restored.set_id):
         page = boss.get(_url("change_set", set_id)).content.decode()
         listed = [page.index(f'aria-label="{name} (Page)"') for name in ("c", "a", "b")]

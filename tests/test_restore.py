@@ -159,7 +159,7 @@ def test_undo_this_restore_brings_back_the_agents_versions(seeded):
         assert source_of(app, collection, name) == source
     # The undo's points are the counter-points' counterparts: undoing the undo restores again.
     redo = restore_change_set(undo.set_id, by="rvaid")
-    assert {i["name"] for i in redo.items} == {"index", "App"}
+    assert {i.name for i in redo.items} == {"index", "App"}
 
 
 def test_an_artifact_already_matching_is_skipped_and_reported(seeded):
@@ -168,8 +168,8 @@ def test_an_artifact_already_matching_is_skipped_and_reported(seeded):
 
     receipt = restore_change_set(set_id, by="rvaid")
 
-    assert [i["name"] for i in receipt.items] == ["App"]
-    assert receipt.skipped == [
+    assert [i.name for i in receipt.items] == ["App"]
+    assert receipt.as_dict()["skipped"] == [
         {
             "name": "index",
             "collection": PAGE,
@@ -177,7 +177,7 @@ def test_an_artifact_already_matching_is_skipped_and_reported(seeded):
             "reason": "already matched",
         }
     ]
-    assert receipt.as_dict()["skipped"] == receipt.skipped
+    assert [(s.name, s.reason) for s in receipt.skipped] == [("index", "already matched")]
 
 
 def test_the_oldest_point_of_each_artifact_in_the_set_is_restored(app):
@@ -189,7 +189,7 @@ def test_the_oldest_point_of_each_artifact_in_the_set_is_restored(app):
     receipt = restore_change_set(set_id, by="p")
 
     oldest = RestorePoint.objects.filter(change_set_id=set_id).order_by("created_on").first()
-    assert receipt.items[0]["pointId"] == oldest.id
+    assert receipt.items[0].point_id == oldest.id
     assert source_of(app, PAGE, "index") == "v1\n"
 
 
@@ -199,7 +199,7 @@ def test_a_counter_point_records_the_state_it_overwrote_with_inverted_line_count
 
     receipt = restore_change_set(set_id, by="rvaid")
 
-    counter = RestorePoint.objects.get(id=receipt.items[0]["counterPointId"])
+    counter = RestorePoint.objects.get(id=receipt.items[0].counter_point_id)
     assert counter.artifact.name == "index"
     assert counter.previous_source == after[(PAGE, "index")]
     assert counter.previous_existed is True
@@ -219,7 +219,7 @@ def test_counter_point_line_counts_are_counted_when_the_artifact_drifted(app):
 
     receipt = restore_change_set(set_id, by="p")
 
-    counter = RestorePoint.objects.get(id=receipt.items[0]["counterPointId"])
+    counter = RestorePoint.objects.get(id=receipt.items[0].counter_point_id)
     assert (counter.lines_added, counter.lines_removed) == (2, 1)
 
 
@@ -230,8 +230,8 @@ def test_restore_to_absence_makes_a_tombstone_and_recreation_brings_it_back(app)
 
     artifact = Artifact.objects.get(app=app, name="about")
     assert artifact.deleted and artifact.sha256 == "" and artifact.blob_id is None
-    assert gone.items[0]["chars"] == 0
-    counter = RestorePoint.objects.get(id=gone.items[0]["counterPointId"])
+    assert gone.items[0].chars == 0
+    counter = RestorePoint.objects.get(id=gone.items[0].counter_point_id)
     assert counter.previous_source == "<p>about</p>\n" and counter.new_sha256 == ""
 
     back = restore_change_set(gone.set_id, by="p")
@@ -246,7 +246,7 @@ def test_restoring_a_delete_recreates_the_artifact(app):
 
     receipt = restore_change_set(set_id, by="p")
 
-    assert receipt.items[0]["chars"] == len("hello\n")
+    assert receipt.items[0].chars == len("hello\n")
     assert source_of(app, PAGE, "index") == "hello\n"
 
 
@@ -268,7 +268,7 @@ def test_restore_point_restores_one_artifact_behind_a_counter_point(seeded):
 
     assert receipt.kind == "restore"
     assert receipt.restored_from == set_id
-    assert [i["pointId"] for i in receipt.items] == [point.id]
+    assert [i.point_id for i in receipt.items] == [point.id]
     assert source_of(app, STYLESHEET, "App") == before[(STYLESHEET, "App")]
     assert source_of(app, PAGE, "index") == after[(PAGE, "index")]
     again = restore_point(point.id, by="rvaid")
@@ -283,7 +283,7 @@ def test_restore_point_refuses_when_the_artifact_changed_since_it_was_reviewed(s
     with pytest.raises(PreflightFailed) as caught:
         restore_point(point.id, by="rvaid", expected_sha256=point.new_sha256)
 
-    assert "changed since you reviewed it" in caught.value.receipt.findings[0]["reason"]
+    assert "changed since you reviewed it" in caught.value.receipt.findings[0].reason
     assert source_of(app, STYLESHEET, "App") == "body{}\n"
 
 
@@ -341,7 +341,7 @@ def test_a_dry_run_never_raises_it_lists_findings(seeded):
     app, set_id, _before, _after = seeded
     preview = restore_change_set(set_id, by="p", dry_run=True, expected={"pltf_page/index": "0"})
     assert preview.kind == "dry_run"
-    assert [f["name"] for f in preview.findings] == ["index"]
+    assert [f.name for f in preview.findings] == ["index"]
     assert not AuditEvent.objects.filter(kind="preflight_failed").exists()
 
 
@@ -349,8 +349,8 @@ def test_a_dry_run_of_a_recreation_says_recreate(app):
     agent_turn(app, {(PAGE, "index"): "hello\n"}, run_id="a")
     set_id = agent_turn(app, {(PAGE, "index"): None}, run_id="b")
     preview = restore_change_set(set_id, by="p", dry_run=True)
-    assert preview.items[0]["action"] == "recreate"
-    assert preview.items[0]["linesAdded"] == 1
+    assert preview.items[0].action == "recreate"
+    assert preview.items[0].lines_added == 1
 
 
 def test_restore_all_of_100_artifacts_takes_a_fixed_number_of_queries(app, settings):

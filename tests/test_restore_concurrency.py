@@ -135,7 +135,7 @@ def test_a_restore_that_starts_during_an_agent_write_refuses_on_drift(monkeypatc
 
     assert not isinstance(results["agent"], Exception), results["agent"]
     assert isinstance(results["person"], PreflightFailed), results["person"]
-    assert [f["name"] for f in results["person"].receipt.findings] == ["index"]
+    assert [f.name for f in results["person"].receipt.findings] == ["index"]
     assert source(app, "index") == "agent v3\n"
     assert source(app, "App") == "App v2\n"  # nothing of the refused restore was written
 

@@ -233,5 +233,5 @@ def test_a_skipped_artifact_is_not_a_finding_even_when_its_point_is_unusable(app
 
     receipt = restore_change_set(set_id, by="p")
 
-    assert [s["name"] for s in receipt.skipped] == ["big"]
-    assert [i["name"] for i in receipt.items] == ["index"]
+    assert [s.name for s in receipt.skipped] == ["big"]
+    assert [i.name for i in receipt.items] == ["index"]

@@ -113,7 +113,7 @@ def test_overlapping_later_change_is_a_conflict_naming_the_later_set_and_writes_
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
     [finding] = refused.value.receipt.findings
-    assert finding["reason"] == REVERT_CONFLICT.format(sets=f"{set_b} by bob")
+    assert finding.reason == REVERT_CONFLICT.format(sets=f"{set_b} by bob")
     assert refused.value.receipt.as_dict()["revertedSet"] == set_a
     assert source(app, "index") == edit(BASE, 2, "bob two")
     assert counts() == points
@@ -130,7 +130,7 @@ def test_a_conflict_in_one_artifact_of_five_writes_nothing(app):
     points = counts()
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
-    assert [f["name"] for f in refused.value.receipt.findings] == ["page3"]
+    assert [f.name for f in refused.value.receipt.findings] == ["page3"]
     assert counts() == points
     assert [source(app, n) for n in names] == [edit(BASE, 2, "ada two")] * 3 + [
         edit(BASE, 2, "bob two"),
@@ -149,7 +149,7 @@ def test_an_artifact_the_set_created_and_a_later_set_changed_is_refused(app):
     set_b = write(app, "new", "fresh\nmore\n", "b", by="bob").change_set_id
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
-    assert refused.value.receipt.findings[0]["reason"] == REVERT_CREATED_CHANGED.format(
+    assert refused.value.receipt.findings[0].reason == REVERT_CREATED_CHANGED.format(
         sets=f"{set_b} by bob"
     )
     assert source(app, "new") == "fresh\nmore\n"
@@ -173,7 +173,7 @@ def test_an_artifact_the_set_deleted_and_a_later_set_recreated_is_refused(app):
     set_b = write(app, "old", "again\n", "b", by="bob").change_set_id
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
-    assert refused.value.receipt.findings[0]["reason"] == REVERT_DELETED_RECREATED.format(
+    assert refused.value.receipt.findings[0].reason == REVERT_DELETED_RECREATED.format(
         sets=f"{set_b} by bob"
     )
 
@@ -185,7 +185,7 @@ def test_an_artifact_the_set_changed_and_a_later_set_deleted_is_refused(history)
     ).change_set_id
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
-    assert refused.value.receipt.findings[0]["reason"] == REVERT_CHANGED_DELETED.format(
+    assert refused.value.receipt.findings[0].reason == REVERT_CHANGED_DELETED.format(
         sets=f"{_b(history)} by bob, {set_c} by cyd"
     )
 
@@ -225,7 +225,7 @@ def test_a_set_whose_state_was_not_stored_is_refused_and_writes_nothing(app, set
     points = counts()
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
-    assert refused.value.receipt.findings[0]["reason"] == REVERT_NOT_STORED.format(
+    assert refused.value.receipt.findings[0].reason == REVERT_NOT_STORED.format(
         when="before", size=len(BASE), cap=50
     )
     assert counts() == points
@@ -242,7 +242,7 @@ def test_a_set_whose_points_were_pruned_is_refused(app, settings):
     points = counts()
     with pytest.raises(PreflightFailed) as refused:
         revert_change_set(set_a, by="person")
-    assert [(f["name"], f["reason"]) for f in refused.value.receipt.findings] == [
+    assert [(f.name, f.reason) for f in refused.value.receipt.findings] == [
         ("index", REVERT_PRUNED.format(keep=3))
     ]
     assert counts() == points
@@ -274,7 +274,7 @@ def test_a_revert_dry_run_lists_a_conflict_as_a_finding(app):
     set_a = write(app, "index", edit(BASE, 2, "ada two"), "a").change_set_id
     write(app, "index", edit(BASE, 2, "bob two"), "b", by="bob")
     preview = revert_change_set(set_a, by="person", dry_run=True)
-    assert preview.kind == "dry_run" and [f["name"] for f in preview.findings] == ["index"]
+    assert preview.kind == "dry_run" and [f.name for f in preview.findings] == ["index"]
 
 
 def test_a_route_revert_goes_through_the_route_save_path(app):

@@ -336,6 +336,12 @@ class ChangeSetSummary(Schema):
     restored_from: str | None
     run_id: str
     turn_id: str
+    pruned: list[dict[str, Any]] = Field(
+        description=(
+            "The set's points retention pruned ({artifactId, pointId}); with no point left "
+            "(points 0) nothing of the set can be restored."
+        )
+    )
 
 
 class ChangeSetPage(Schema):
@@ -409,7 +415,6 @@ class ArtifactAtOut(Schema):
 class ChangeSetDetail(ChangeSetSummary):
     app: str
     restore_points: list[PointOut]
-    pruned: list[dict[str, Any]]
     receipt: dict[str, Any] | None
     diff: dict[str, Any] | None = Field(
         None,

@@ -105,6 +105,9 @@ def _summaries(sets: list[ChangeSet]) -> list[dict[str, Any]]:
                 "restored_from": cs.restored_from_id,
                 "run_id": cs.run_id,
                 "turn_id": cs.turn_id,
+                # The points retention pruned from the set: every one of them when it has no
+                # point left, and then nothing of it can be restored.
+                "pruned": list(cs.pruned or []),
             }
         )
     return out
@@ -165,7 +168,6 @@ def change_set_detail(change_set: ChangeSet) -> dict[str, Any]:
         **_summaries([change_set])[0],
         "app": change_set.app.slug,
         "restore_points": [point_out(p) for p in points],
-        "pruned": list(change_set.pruned or []),
         "receipt": change_set.receipt,
     }
 

@@ -100,6 +100,7 @@ from versions.services.naming import (
     name_point,
     unmark_release,
 )
+from versions.services.receipts import read_receipt
 from versions.services.refs import (
     DRAFT,
     PRODUCTION,
@@ -265,6 +266,7 @@ __all__ = [
     "WRITE",
     "Actor",
     "RestoreReceipt",
+    "read_receipt",
     "RouteSpec",
     "WriteReceipt",
     "actor_for_token",

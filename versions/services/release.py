@@ -1,30 +1,33 @@
-"""Restore to release (SPEC §6b): every artifact that differs from its state at the release,
-back to that state, through the restore engine.
+"""Restore to release: every artifact that differs from its state at the release, back to
+that state — a plan of the one engine (:mod:`versions.services.engine`).
 
 The states come from :mod:`versions.selectors.states`; this module turns each into a target of
-the restore engine (:mod:`versions.services.restore`), which pre-flights all of them, writes
-counter-points, skips matches and stores the restore set in one transaction.
+the engine, which pre-flights all of them, writes counter-points, skips matches and stores the
+restore set in one transaction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from versions import selectors
+from versions.errors import NotFound
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
-from versions.services.access import RESTORE, Actor, app_for, principal
-from versions.services.restore import (
-    RestoreReceipt,
+from versions.services import engine
+from versions.services.access import RESTORE as MAY_RESTORE
+from versions.services.access import Actor, app_for
+from versions.services.engine import (
+    Locker,
+    Request,
     RestoreTarget,
-    normalise_expected,
-    restore_targets,
-    run_audited,
+    Subject,
+    TargetRule,
     target_for_point,
 )
-from versions.services.validation import validate_optional_id
+from versions.services.receipts import RestoreReceipt
 
 SCOPE = "since_release"
 
@@ -60,6 +63,31 @@ def restore_target(state: ArtifactState) -> RestoreTarget:
     )
 
 
+@dataclass
+class ReleasePlan:
+    """Restore to release: every artifact that differs from its state at the release, back to
+    that state; the receipt's ``restoredFromSet`` is the release set."""
+
+    app: App | str
+    scope: str | None = SCOPE
+    reverts: bool = False
+    noop_message: str = engine.NOOP_MESSAGE
+    rules: tuple[TargetRule, ...] = ()
+    action: str = MAY_RESTORE
+    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
+
+    def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
+        return Subject(app_for(self.app), ""), None  # the release set: once the actor may
+
+    def targets(self, subject: Subject, lock: Locker) -> list[RestoreTarget]:
+        # Inside the transaction: the engine locks the artifacts and re-checks every match.
+        release = selectors.release_set(subject.app)
+        subject.ref = release.id
+        moment = selectors.release_moment(subject.app, release)
+        states = selectors.differing(selectors.states_at(subject.app, moment))
+        return [restore_target(s) for s in states]
+
+
 def restore_to_release(
     app: App | str,
     *,
@@ -77,25 +105,5 @@ def restore_to_release(
     ``expected`` maps ``"collection/name"`` to the sha256 the person reviewed as now;
     ``actor`` must may restore the app.
     """
-    app_obj = app_for(app, actor=actor, action=RESTORE)
-    by = validate_optional_id(by or (actor.name if actor is not None else ""), "by")
-    reviewed = normalise_expected(expected)
-    release = selectors.release_set(app_obj)
-
-    def body() -> RestoreReceipt:
-        # Inside the transaction: the engine locks the artifacts and re-checks every match.
-        moment = selectors.release_moment(app_obj, release)
-        states = selectors.differing(selectors.states_at(app_obj, moment))
-        targets = [restore_target(s) for s in states]
-        return restore_targets(
-            app_obj,
-            targets,
-            by=by,
-            restored_from=release.id,
-            scope=SCOPE,
-            dry_run=dry_run,
-            expected=reviewed,
-            written_by=principal(actor, by),
-        )
-
-    return run_audited(app_obj, release.id, by, dry_run, body)
+    request = engine.requested(by=by, actor=actor, dry_run=dry_run, expected=expected)
+    return engine.execute(ReleasePlan(app), request)

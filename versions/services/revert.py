@@ -1,4 +1,4 @@
-"""Revert this set (SPEC §14): take back only what one change set did, keep the later work.
+"""Revert this set: take back only what one change set did, keep the later work.
 
 Like ``git revert``: per artifact, a three-way merge with base = its state right after the set,
 ours = its current source, theirs = its state before the set. Lines that later sets changed are
@@ -10,16 +10,16 @@ about 2.5× as long and merge3 with difflib minutes (see ``tests/perf/bench_reve
 
 When other sets wrote the artifact *between* two of the set's own points, each uninterrupted
 run of the set's points is reverted on its own, newest first, so the interleaved work is kept
-too. The results go to the restore engine (:mod:`versions.services.restore`) as targets: the same
-pre-flight of all before any write, counter-points, skips, one transaction, and a restore set
-whose receipt says ``"kind": "revert"`` and ``"revertedSet"``; undoing it is Restore all of that
-restore set, as for any restore.
+too. The results are the targets of a plan (:class:`RevertPlan`) of the one engine
+(:mod:`versions.services.engine`): the same pre-flight of all before any write, counter-points,
+skips, one transaction, and a restore set whose receipt says ``"kind": "revert"`` and
+``"revertedSet"``; undoing it is Restore all of that restore set, as for any restore.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -29,20 +29,21 @@ from versions import conf
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
+from versions.services import engine
 from versions.services._store import sha256_hex
 from versions.services.access import RESTORE as MAY_RESTORE
-from versions.services.access import Actor, principal
-from versions.services.restore import (
+from versions.services.access import Actor
+from versions.services.engine import (
     LiveArtifact,
-    RestoreReceipt,
+    Locker,
+    Request,
     RestoreTarget,
-    later_changes,
-    lock_artifacts,
-    normalise_expected,
-    restore_targets,
-    run_audited,
+    Subject,
+    TargetRule,
+    pruned_points,
+    refused_target,
 )
-from versions.services.validation import validate_optional_id
+from versions.services.receipts import RestoreReceipt
 
 REVERT_SET_NOT_FOUND = "There is no change set “{id}”."
 REVERT_OF_RESTORE_SET = (
@@ -283,8 +284,41 @@ def _pruned_since(pruned_until: datetime | None, moment: datetime) -> bool:
     return pruned_until is not None and pruned_until >= moment
 
 
-def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[RestoreTarget]:
+@dataclass
+class RevertPlan:
+    """Revert this set: per artifact, its current source with what the set did taken out."""
+
+    set_id: object
+    scope: str | None = None
+    reverts: bool = True
+    noop_message: str = REVERT_NOOP_MESSAGE
+    rules: tuple[TargetRule, ...] = ()
+    action: str = MAY_RESTORE
+    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
+
+    def lookup(self, request: Request) -> tuple[Subject, NotFound]:
+        missing = NotFound(REVERT_SET_NOT_FOUND.format(id=self.set_id))
+        change_set = (
+            ChangeSet.objects.select_related("app").filter(pk=self.set_id).first()
+            if isinstance(self.set_id, str)
+            else None
+        )
+        if change_set is None:
+            raise missing
+        subject = Subject(change_set.app, change_set.id, list(change_set.pruned or []))
+        if change_set.kind == ChangeSet.RESTORE:
+            subject.refusal = InvalidInput(
+                REVERT_OF_RESTORE_SET.format(id=change_set.id), field="set_id"
+            )
+        return subject, missing
+
+    def targets(self, subject: Subject, lock: Locker) -> list[RestoreTarget]:
+        return _targets(subject, lock)
+
+
+def _targets(subject: Subject, lock: Locker) -> list[RestoreTarget]:
     """One target per artifact of the set, in the set's order."""
+    set_id, pruned = subject.ref, subject.data
     firsts: dict[int, tuple[str, datetime]] = {}
     for point_id, artifact_id, created_on in (
         RestorePoint.objects.filter(change_set_id=set_id)
@@ -294,15 +328,13 @@ def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[Re
         firsts.setdefault(artifact_id, (point_id, created_on))
     # Retention prunes a set's oldest points first: an artifact may have lost every point it
     # had in the set and still be one of the set's, its states around the set gone.
-    pruned_points: dict[int, str] = {}
-    for entry in pruned:
-        pk, point_id = entry.get("artifactId"), str(entry.get("pointId"))
-        if isinstance(pk, int) and (pk not in pruned_points or point_id < pruned_points[pk]):
-            pruned_points[pk] = point_id
-    if not firsts and not pruned_points:
+    pruned_at = pruned_points(pruned)
+    # Retention took every point the set had: a dry run is refused as the revert is.
+    subject.emptied = bool(pruned_at) and not firsts
+    if not firsts and not pruned_at:
         return []
     # Locked before anything is read, so no write can land between the merge and its result.
-    live = live_of(firsts, pruned_points)
+    live = lock([*firsts, *pruned_at])
     pruned_until = dict(
         Artifact.objects.filter(pk__in=list(firsts)).values_list("pk", "pruned_until")
     )
@@ -329,19 +361,17 @@ def _targets(set_id: str, pruned: list[dict[str, Any]], live_of: Any) -> list[Re
     texts = {blob.sha256: blob.text for blob in Blob.objects.filter(sha256__in=wanted)}
 
     reason = REVERT_PRUNED.format(keep=conf.points_per_app())
-    targets = [
-        RestoreTarget(pk, None, None, point_id, unavailable=reason)
-        for pk, point_id in pruned_points.items()
-    ]
+    targets = [refused_target(pk, point_id, reason) for pk, point_id in pruned_at.items()]
     for pk, (point_id, first_on) in firsts.items():
-        if pk in pruned_points:
+        if pk in pruned_at:
             continue
         if pk not in live:
-            targets.append(RestoreTarget(pk, None, None, point_id))  # the engine: gone
+            targets.append(refused_target(pk, point_id, None))  # the engine: gone
         elif _pruned_since(pruned_until.get(pk), first_on):
-            targets.append(RestoreTarget(pk, None, None, point_id, unavailable=reason))
+            targets.append(refused_target(pk, point_id, reason))
         else:
-            targets.append(_revert_one(set_id, point_id, runs[pk], live[pk], texts, authors))
+            target = _revert_one(set_id, point_id, runs[pk], live[pk], texts, authors)
+            targets.append(replace(target, since=first_on))
     return targets
 
 
@@ -364,44 +394,7 @@ def revert_change_set(
     ``InvalidInput`` for a restore set. ``actor`` must may restore the set's app; ``app``,
     when given, is the app the caller addressed (a set of another app is ``NotFound``).
     """
-    by = validate_optional_id(by or (actor.name if actor is not None else ""), "by")
-    reviewed = normalise_expected(expected)
-    change_set = (
-        ChangeSet.objects.select_related("app").filter(pk=set_id).first()
-        if isinstance(set_id, str)
-        else None
+    request = engine.requested(
+        by=by, actor=actor, dry_run=dry_run, expected=expected, addressed=app
     )
-    missing = NotFound(REVERT_SET_NOT_FOUND.format(id=set_id))
-    if change_set is None or (app is not None and change_set.app_id != app.pk):
-        raise missing
-    if actor is not None:
-        actor.check(MAY_RESTORE, change_set.app, missing=missing)
-    if change_set.kind == ChangeSet.RESTORE:
-        raise InvalidInput(REVERT_OF_RESTORE_SET.format(id=change_set.id), field="set_id")
-    app, found_id = change_set.app, change_set.id
-
-    def body() -> RestoreReceipt:
-        firsts: dict[int, datetime] = {}
-
-        def live_of(
-            points: Mapping[int, tuple[str, datetime]], pruned: Iterable[int]
-        ) -> dict[int, LiveArtifact]:
-            firsts.update({pk: moment for pk, (_, moment) in points.items()})
-            return lock_artifacts([*points, *pruned], lock=not dry_run)
-
-        receipt = restore_targets(
-            app,
-            _targets(found_id, list(change_set.pruned or []), live_of),
-            by=by,
-            restored_from=found_id,
-            dry_run=dry_run,
-            expected=reviewed,
-            noop_message=REVERT_NOOP_MESSAGE,
-            reverted_set=found_id,
-            written_by=principal(actor, by),
-        )
-        if dry_run:
-            receipt.later_changes, receipt.later_sets = later_changes(firsts, exclude_set=found_id)
-        return receipt
-
-    return run_audited(app, found_id, by, dry_run, body)
+    return engine.execute(RevertPlan(set_id), request)

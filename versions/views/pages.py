@@ -161,13 +161,13 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 
 def receipt_page_context(request: HttpRequest, app: App, rs: ChangeSet) -> dict[str, Any]:
     """A restore set's receipt page: the receipt, its JSON, and the restore sets that undid it."""
-    receipt = rs.receipt or {}
+    stored = rs.receipt or {}
     undone_by = selectors.undone_by(app, rs)
     return {
         "app": app,
         "rs": rs,
-        "receipt": receipt,
-        "receipt_text": json.dumps(receipt, indent=2, ensure_ascii=False),
+        "receipt": services.read_receipt(stored),
+        "receipt_text": json.dumps(stored, indent=2, ensure_ascii=False),
         "undone_by": undone_by,
         **perms(request, app),
     }

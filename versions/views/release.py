@@ -113,14 +113,14 @@ def restore_to_release(request: HttpRequest, slug: str) -> HttpResponse:
     return restore_flow(request, flow)
 
 
-def _after_release(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> HttpResponse:
+def _after_release(request: HttpRequest, flow: Flow, data: services.RestoreReceipt) -> HttpResponse:
     """The Since release tab again, with the receipt on top (or the receipt page)."""
     app = flow.app
-    kind = data.get("kind")
+    kind = data.outcome
     status = 409 if kind == "preflight_failed" else 200
     if not is_fragment(request):
-        if kind in ("restore", "revert") and data.get("setId"):
-            return redirect(reverse("versions:receipt", args=[app.slug, data["setId"]]))
+        if kind in ("restore", "revert") and data.set_id:
+            return redirect(reverse("versions:receipt", args=[app.slug, data.set_id]))
         ctx = _context(request, app, receipt=data)
         return render(request, "versions/since_release.html", ctx, status=status)
     ctx = _context(request, app, receipt=data)

@@ -29,7 +29,7 @@ from versions.views.pages import expanded_set_context, point_context, receipt_pa
 
 # Receipt kinds of a restore that wrote and stored a restore set.
 WROTE = ("restore", "revert")
-NOOP_SENTENCE = "Every artifact already matched the state before this set — nothing was written."
+ERROR = "error"  # the request itself was refused (shown in the dialog, nothing ran)
 _RETURN_RE = re.compile(r"^(set|point):[a-z0-9_]{1,48}$")
 
 
@@ -47,13 +47,12 @@ def _return_to(value: str | None, default: str) -> str:
     return value if value and (_RETURN_RE.match(value) or value == "page") else default
 
 
-def _keys_of(data: dict[str, Any]) -> list[str]:
+def _keys_of(receipt: services.RestoreReceipt) -> list[str]:
     keys = []
-    for group in ("items", "skipped", "findings"):
-        for entry in data.get(group) or []:
-            key = f"{entry.get('collection')}/{entry.get('name')}"
-            if key not in keys:
-                keys.append(key)
+    for entry in [*receipt.items, *receipt.skipped, *receipt.findings]:
+        key = f"{entry.collection}/{entry.name}"
+        if key not in keys:
+            keys.append(key)
     return keys
 
 
@@ -75,12 +74,14 @@ class Flow:
     target: str
     dialog_template: str = "versions/partials/_restore_dialog.html"
     page_template: str = "versions/restore_confirm_page.html"
-    after: Callable[[HttpRequest, Flow, dict[str, Any]], HttpResponse] | None = None
+    after: Callable[[HttpRequest, Flow, services.RestoreReceipt], HttpResponse] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _receipt(request: HttpRequest, flow: Flow, *, dry_run: bool, expected: dict[str, str]) -> dict:
-    """The engine's receipt as data: a refused pre-flight's receipt is shown, not raised."""
+def _receipt(
+    request: HttpRequest, flow: Flow, *, dry_run: bool, expected: dict[str, str]
+) -> services.RestoreReceipt:
+    """The engine's receipt: a refused pre-flight's receipt is shown, not raised."""
     try:
         receipt = services.run_restore(
             flow.kind,
@@ -91,10 +92,10 @@ def _receipt(request: HttpRequest, flow: Flow, *, dry_run: bool, expected: dict[
             expected=expected or None,
         )
     except PreflightFailed as exc:
-        return dict(exc.receipt.as_dict())
+        return exc.receipt  # type: ignore[no-any-return]
     except InvalidInput as exc:
-        return {"kind": "error", "findings": [], "message": exc.message, "written": 0}
-    return dict(receipt.as_dict())
+        return services.RestoreReceipt(kind=ERROR, restored_from="", message=exc.message)
+    return receipt
 
 
 def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
@@ -200,18 +201,18 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 # --------------------------------------------------------------------------------------------
 
 
-def _notice(app: App, data: dict[str, Any]) -> str:
+def _notice(app: App, receipt: services.RestoreReceipt) -> str:
     """ "Production still serves dp_…; promote to ship this" after a restore that wrote."""
-    return services.production_notice(app) if data.get("kind") in WROTE else ""
+    return services.production_notice(app) if receipt.outcome in WROTE else ""
 
 
-def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> HttpResponse:
+def _after_restore(request: HttpRequest, flow: Flow, data: services.RestoreReceipt) -> HttpResponse:
     """The receipt in place of the expanded set or point (or the receipt page)."""
     app, ret = flow.app, flow.ret
-    kind = data.get("kind")
+    kind = data.outcome
     if not is_fragment(request):
-        if kind in WROTE and data.get("setId"):
-            return redirect(reverse("versions:receipt", args=[app.slug, data["setId"]]))
+        if kind in WROTE and data.set_id:
+            return redirect(reverse("versions:receipt", args=[app.slug, data.set_id]))
         ctx = {"app": app, "receipt": data, **perms(request, app)}
         return render(request, "versions/restore_result_page.html", ctx)
     what, _, ident = ret.partition(":")
@@ -236,8 +237,8 @@ def _after_restore(request: HttpRequest, flow: Flow, data: dict[str, Any]) -> Ht
     html = str(render_to_string(template, ctx, request=request))
     # Close the dialog, and put the new restore set on top of the list when it is shown.
     html += '<div id="dialog-slot" hx-swap-oob="true"></div>'
-    if kind in WROTE and data.get("setId") and what == "set":
-        new_set = selectors.change_set_row(app, data["setId"])
+    if kind in WROTE and data.set_id and what == "set":
+        new_set = selectors.change_set_row(app, data.set_id)
         row = render_to_string(
             "versions/partials/_set_row.html",
             {"app": app, "cs": new_set, "fresh": True, **perms(request, app)},
