@@ -189,11 +189,50 @@ def test_source_at_a_ref(api, history):
     assert at("draft").json()["source"] == "two\n"
     before_first = at(first.restore_point_id)
     assert before_first.status_code == 404 and "did not exist" in before_first.json()["message"]
-    production = at("production")
-    assert production.status_code == 404 and "environments" in production.json()["message"]
+    production = at("production")  # the app has not promoted anything yet
+    assert production.status_code == 404
+    assert production.json()["message"] == selectors.REF_NO_PRODUCTION.format(slug="quotes")
     unknown = at("rp_zzzz_zzzzzzzz")
     assert unknown.status_code == 404 and "no restore point" in unknown.json()["message"]
     assert at("yesterday").status_code == 400
+
+
+def test_source_at_production_and_at_a_deployment_once_promoted(api, app, history):
+    services.write_artifact(app, "pltf_page", "about", "about\n", requested_by="a", tool="t")
+    shipped = services.promote(app, by="rvaid")
+    services.write_artifact(app, "pltf_page", "index", "three\n", requested_by="c", tool="t")
+    services.delete_artifact(app, "pltf_page", "about", requested_by="c", tool="t")
+    services.write_artifact(app, "pltf_page", "new", "new\n", requested_by="c", tool="t")
+    at = lambda name, ref: api.get(f"{ART}/pltf_page/{name}", at=ref)  # noqa: E731
+    for ref in ("production", shipped.deployment_id):
+        served = at("index", ref)
+        assert served.status_code == 200, served.json()
+        assert served.json()["source"] == "two\n" and served.json()["at"] == ref
+        two = sha("two\n")
+        assert served.json()["sha256"] == two and served["ETag"] == f'"{two}"'
+        assert at("about", ref).json()["source"] == "about\n"  # deleted from the draft since
+        absent = at("new", ref)  # written to the draft after the promotion
+        assert absent.status_code == 404 and "did not exist" in absent.json()["message"]
+    assert at("index", "draft").json()["source"] == "three\n"
+    unknown = at("index", "dp_zzzz_zzzzzzzz")
+    assert unknown.status_code == 404
+    assert unknown.json()["message"] == selectors.REF_DEPLOYMENT_NOT_FOUND.format(
+        ref="dp_zzzz_zzzzzzzz", slug="quotes"
+    )
+
+
+def test_every_ref_a_preview_accepts_is_accepted_by_at(api, app, history):
+    first, second = history
+    shipped = services.promote(app, by="rvaid")
+    for ref in (
+        "draft",
+        "production",
+        shipped.deployment_id,
+        first.change_set_id,
+        second.restore_point_id,
+    ):
+        services.resolve_state(app, ref)  # a preview accepts it
+        assert api.get(f"{ART}/pltf_page/index", at=ref).status_code == 200, ref
 
 
 def test_source_at_a_pruned_state_says_so(api, app, settings):

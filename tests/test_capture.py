@@ -392,6 +392,56 @@ def test_turn_gap_is_a_setting(app, clock):
     assert a.change_set_id != b.change_set_id
 
 
+@pytest.fixture(params=["with the lock", "after the lock"])
+def set_lookup(request, monkeypatch):
+    """Both ways a capture finds the set it joins: read with the artifact's lock, or looked up
+    again when the lock's view of the app was not current (a writer it waited for)."""
+    if request.param == "after the lock":
+        monkeypatch.setattr(_sql.ArtifactRow, "view_current", property(lambda row: False))
+    return request.param
+
+
+def test_after_a_restore_all_the_next_write_of_the_run_starts_a_new_set(app, set_lookup):
+    turn = write(app, "index", "1", run_id="run-1")
+    write(app, "App", "a", collection=CSS, run_id="run-1")
+    restored = services.restore_change_set(turn.change_set_id, by="rvaid")
+    nxt = write(app, "index", "2", run_id="run-1")
+    after = write(app, "App", "b", collection=CSS, run_id="run-1")
+    assert nxt.change_set_id not in (turn.change_set_id, restored.set_id)
+    assert after.change_set_id == nxt.change_set_id  # the new set goes on
+    assert ChangeSet.objects.get(id=turn.change_set_id).points.count() == 2
+    assert ChangeSet.objects.get(id=nxt.change_set_id).run_id == "run-1"
+    # Restoring the first set again takes back nothing the run wrote since the restore.
+    again = services.restore_change_set(turn.change_set_id, by="rvaid")
+    assert again.kind == "restore" and Artifact.objects.get(app=app, name="index").source == ""
+
+
+def test_after_a_revert_the_next_write_of_the_turn_starts_a_new_set(app, set_lookup):
+    write(app, "index", "base\n")
+    turn = write(app, "index", "base\nturn\n", turn_id="turn-1")
+    services.revert_change_set(turn.change_set_id, by="rvaid")
+    nxt = write(app, "App", "a", collection=CSS, turn_id="turn-1")
+    after = write(app, "App", "b", collection=CSS, turn_id="turn-1")
+    assert nxt.change_set_id != turn.change_set_id
+    assert after.change_set_id == nxt.change_set_id
+    assert ChangeSet.objects.get(id=turn.change_set_id).points.count() == 1
+
+
+def test_restoring_one_point_closes_its_set_and_a_dry_run_or_a_noop_closes_none(app):
+    turn = write(app, "index", "1", run_id="run-1")
+    services.restore_change_set(turn.change_set_id, by="rvaid", dry_run=True)
+    assert write(app, "App", "a", collection=CSS, run_id="run-1").change_set_id == (
+        turn.change_set_id
+    )
+    other = write(app, "other", "x", run_id="run-2")
+    # Back as it was before run-2, by hand: restoring run-2's set writes nothing.
+    services.delete_artifact(app, PAGE, "other", requested_by="rvaid", tool="t", run_id="run-3")
+    assert services.restore_change_set(other.change_set_id, by="rvaid").kind == "noop"
+    assert write(app, "more", "y", run_id="run-2").change_set_id == other.change_set_id
+    services.restore_point(turn.restore_point_id, by="rvaid")
+    assert write(app, "index", "2", run_id="run-1").change_set_id != turn.change_set_id
+
+
 def test_without_run_or_turn_each_point_is_its_own_set(app):
     a = write(app, "index", "1")
     b = write(app, "index", "2")

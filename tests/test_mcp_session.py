@@ -389,6 +389,39 @@ def test_revert_over_mcp_takes_back_one_turn_and_keeps_the_later_one(site):
         assert hints[name][1] is True and hints[name][2] is False, name
 
 
+def test_after_a_revert_over_mcp_the_sessions_next_write_starts_a_new_set(site):
+    async def script(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        page = {"collection": "pltf_page"}
+        _, out["turn"] = await call(
+            session, "write_artifact", **page, name="closing-a", source="turn\n"
+        )
+        set_id = out["turn"]["changeSetId"]
+        out["revert"] = await call(session, "revert_change_set", set_id=set_id)
+        # The same session (the same run) writes again, after the revert.
+        _, out["next"] = await call(
+            session, "write_artifact", **page, name="closing-b", source="next\n"
+        )
+        _, out["after"] = await call(
+            session, "write_artifact", **page, name="closing-c", source="after\n"
+        )
+        _, out["detail"] = await call(session, "list_change_sets", set_id=set_id)
+        # Restore all of the reverted set again takes back nothing the session wrote since.
+        out["again"] = await call(session, "restore_change_set", set_id=set_id)
+        _, out["read"] = await call(session, "read_artifact", **page, name="closing-b")
+        return out
+
+    out = run_session(site, site["token"], script)
+    failed, receipt = out["revert"]
+    assert not failed and receipt["kind"] == "revert"
+    turn = out["turn"]["changeSetId"]
+    assert out["next"]["changeSetId"] != turn
+    assert out["after"]["changeSetId"] == out["next"]["changeSetId"]  # the new set goes on
+    assert points(site, turn) == [("mcp:versions-test-client", "rvaid", "closing-a")]
+    assert out["detail"]["revertedBy"] == receipt["setId"] and out["detail"]["restoredBy"] is None
+    assert out["read"]["source"] == "next\n"
+
+
 def test_mcp_reads_history_edits_describes_and_offers_resources(site):
     async def script(session: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -4,6 +4,9 @@ endpoints and MCP's tools — the services decide who may promote."""
 
 from __future__ import annotations
 
+from html import unescape
+from html.parser import HTMLParser
+
 import pytest
 from api_helpers import ApiClient, make_token, make_user
 from django.contrib.auth.models import Permission, User
@@ -173,3 +176,87 @@ def test_a_previews_way_back_leads_only_into_the_apps_panel(app, boss, back):
         reverse("versions:preview", args=["quotes", "draft"]), {"back": back}
     ).content.decode()
     assert "Back to its diff" not in page
+
+
+class _Forms(HTMLParser):
+    """The panel's forms as it renders them: each form's action and its named inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form":
+            self.forms.append((found.get("action") or "", []))
+        elif tag == "input" and self.forms and found.get("name"):
+            self.forms[-1][1].append((found["name"] or "", found.get("value") or ""))
+
+
+def _form(html: str, action: str, **having: str) -> list[tuple[str, str]]:
+    """The fields of the one form of ``html`` posting to ``action`` whose fields include
+    ``having``."""
+    parser = _Forms()
+    parser.feed(html)
+    matches = [
+        fields
+        for act, fields in parser.forms
+        if act == action and set(having.items()) <= set(fields)
+    ]
+    assert len(matches) == 1, parser.forms
+    return [(k, v) for k, v in matches[0] if k != "csrfmiddlewaretoken"]
+
+
+def _as_post(fields: list[tuple[str, str]]) -> dict[str, list[str]]:
+    data: dict[str, list[str]] = {}
+    for key, value in fields:
+        data.setdefault(key, []).append(value)
+    return data
+
+
+def _promote_dialog_of_set(boss: Client, set_id: str) -> dict[str, list[str]]:
+    """From the set's page, the Promote to production button, then its dialog's form."""
+    promote_url = reverse("versions:promote", args=["quotes"])
+    page = boss.get(reverse("versions:change_set", args=["quotes", set_id])).content.decode()
+    button = _form(page, promote_url, ref=set_id)
+    dialog = boss.get(promote_url, _as_post(button), HTTP_HX_REQUEST="true").content.decode()
+    assert "Confirm promotion" in dialog
+    return _as_post(_form(dialog, promote_url, ref=set_id))
+
+
+def test_promoting_a_set_that_later_sets_changed_ships_what_its_dialog_showed(app, boss, client):
+    _write(app, "<p>v1</p>\n", "a")
+    first = services.write_artifact(
+        app, "pltf_page", "about", "<p>about</p>\n", requested_by="agent", tool="t", run_id="a"
+    ).change_set_id
+    _write(app, "<p>v2</p>\n", "b")  # a later set: the draft is no longer the set's state
+    confirmed = _promote_dialog_of_set(boss, first)
+    assert sorted(confirmed["expected"]) == [
+        "pltf_page/about=" + services.sha256_hex(b"<p>about</p>\n"),
+        "pltf_page/index=" + services.sha256_hex(b"<p>v1</p>\n"),
+    ]
+    promoted = boss.post(
+        reverse("versions:promote", args=["quotes"]), confirmed, HTTP_HX_REQUEST="true"
+    )
+    html = promoted.content.decode()
+    assert promoted.status_code == 200 and "Promoted. Production now serves" in html, html
+    assert client.get("/apps/quotes/").content == b"<p>v1</p>\n"
+
+
+def test_a_set_whose_promotion_changed_between_dialog_and_confirm_is_not_promoted(app, boss):
+    first = services.write_artifact(
+        app, "pltf_page", "index", "<p>v1</p>\n", requested_by="agent", tool="t", run_id="a"
+    ).change_set_id
+    confirmed = _promote_dialog_of_set(boss, first)
+    # Production moves on between the dialog and the confirmation: what the promotion would
+    # ship now is not what the person reviewed.
+    services.write_artifact(
+        app, "pltf_page", "about", "<p>about</p>\n", requested_by="agent", tool="t", run_id="b"
+    )
+    services.promote(app, by="boss")
+    refused = boss.post(
+        reverse("versions:promote", args=["quotes"]), confirmed, HTTP_HX_REQUEST="true"
+    )
+    assert refused.status_code == 409 and "Nothing changed." in refused.content.decode()
+    assert "it was not among what you reviewed" in unescape(refused.content.decode())
+    assert Deployment.objects.count() == 1

@@ -3,6 +3,8 @@ endpoint; Restore all's dialog names the later work it would also undo."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from api_helpers import ApiClient, make_token, make_user
 from django.contrib.auth.models import User
@@ -59,12 +61,29 @@ def test_the_panel_offers_revert_this_set_and_reverts_with_a_receipt(app, boss):
     assert "Revert this set" in expanded.content.decode()
     url = reverse("versions:revert_change_set", args=["quotes", ids["turn"]])
     dialog = boss.get(url, HTTP_HX_REQUEST="true").content.decode()
-    assert "Revert this set" in dialog and "Confirm restore" in dialog
+    assert "Revert this set" in dialog and ">Confirm revert</button>" in dialog
     done = boss.post(url, {"ret": f"set:{ids['turn']}"}, HTTP_HX_REQUEST="true")
     assert done.status_code == 200 and "Reverted" in done.content.decode()
     assert _source(app) == BASE.replace("line 7\n", "line seven\n")
     rs = ChangeSet.objects.filter(kind=ChangeSet.RESTORE).get()
     assert rs.receipt["kind"] == "revert" and rs.receipt["revertedSet"] == ids["turn"]
+
+
+def test_the_revert_dialog_speaks_of_revert_only_and_its_button_confirms_the_revert(app, boss):
+    ids = _history(app)  # a later set changed the same artifact
+    url = reverse("versions:revert_change_set", args=["quotes", ids["turn"]])
+    for dialog in (
+        boss.get(url, HTTP_HX_REQUEST="true").content.decode(),
+        boss.get(url).content.decode(),  # the dialog as a page, without JavaScript
+    ):
+        assert "this set's changes taken back, later work kept" in dialog
+        assert "This also undoes later work" not in dialog
+        assert "also undoes" not in dialog and "instead" not in dialog
+        assert ">Confirm revert</button>" in dialog and "Confirm restore" not in dialog
+        assert "so this revert can itself be undone" in dialog and "Restoring…" not in dialog
+    fields = dict(re.findall(r'<input type="hidden" name="(ret|expected)" value="([^"]*)"', dialog))
+    done = boss.post(url, fields)
+    assert done.status_code == 302 and _source(app) == BASE.replace("line 7\n", "line seven\n")
 
 
 def test_restore_alls_dialog_names_the_later_sets_it_would_also_undo(app, boss):
@@ -77,6 +96,7 @@ def test_restore_alls_dialog_names_the_later_sets_it_would_also_undo(app, boss):
         in dialog
     )
     assert "by agent-b" in dialog
+    assert ">Confirm restore</button>" in dialog and "Confirm revert" not in dialog
 
 
 def test_the_api_reverts_and_refuses_a_conflict_with_nothing_written(app):
@@ -102,6 +122,28 @@ def test_the_api_reverts_and_refuses_a_conflict_with_nothing_written(app):
     done = api.post(f"/change-sets/{ids['later']}/revert", {})
     assert done.status_code == 200 and done.json()["kind"] == "revert"
     assert "line seven" not in _source(app) and "line 2, again" in _source(app)
+
+
+def test_a_reverted_or_restored_set_names_what_acted_on_it_in_the_api_and_the_panel(app, boss):
+    ids = _history(app)
+    make_user("rvaid", can_restore=True)
+    api = ApiClient(make_token("rvaid", "quotes"))
+    untouched = api.get(f"/change-sets/{ids['later']}").json()
+    assert untouched["revertedBy"] is None and untouched["restoredBy"] is None
+    reverted = api.post(f"/change-sets/{ids['turn']}/revert", {}).json()["setId"]
+    restored = api.post(f"/change-sets/{ids['later']}/restore", {}).json()["setId"]
+    turn = api.get(f"/change-sets/{ids['turn']}").json()
+    assert turn["revertedBy"] == reverted and turn["restoredBy"] is None
+    later = api.get(f"/change-sets/{ids['later']}").json()
+    assert later["restoredBy"] == restored and later["revertedBy"] is None
+    receipt = reverse("versions:receipt", args=["quotes", reverted])
+    page = boss.get(reverse("versions:change_set", args=["quotes", ids["turn"]])).content.decode()
+    assert f'Reverted by <a href="{receipt}"><code>{reverted}</code></a>' in page
+    assert "Restored by" not in page
+    page = boss.get(reverse("versions:change_set", args=["quotes", ids["later"]])).content.decode()
+    receipt = reverse("versions:receipt", args=["quotes", restored])
+    assert f'Restored by <a href="{receipt}"><code>{restored}</code></a>' in page
+    assert "Reverted by" not in page
 
 
 def test_a_token_without_the_restore_permission_may_not_revert(app):

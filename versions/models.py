@@ -401,6 +401,12 @@ class ChangeSet(models.Model):
         help_text="What the agent was asked or did (SPEC §15): the first message its writes "
         "gave, or one it set since; at most 2,000 characters.",
     )
+    closed = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A restore or revert acted on this set: later writes of its run or turn "
+        "start a new set instead of joining it.",
+    )
 
     class Meta:
         ordering = ["-created_on", "-id"]
@@ -417,9 +423,10 @@ class ChangeSet(models.Model):
             ),
         ]
         constraints = [
+            # One open set per run: a closed one (restored or reverted) makes way for the next.
             models.UniqueConstraint(
                 fields=["app", "run_id"],
-                condition=Q(kind="change") & ~Q(run_id=""),
+                condition=Q(kind="change") & ~Q(run_id="") & Q(closed=False),
                 name="changeset_one_per_run",
             ),
         ]

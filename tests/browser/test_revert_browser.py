@@ -52,7 +52,9 @@ def test_revert_this_set_keeps_the_later_agents_edit(page, live_server, make_use
     row.get_by_role("button", name="Revert this set").click()
     dialog = page.locator("dialog#restore-dialog")
     expect(dialog.get_by_role("heading", name=f"Revert this set {turn.id}")).to_be_visible()
-    dialog.get_by_role("button", name="Confirm restore").click()
+    # Revert's dialog speaks of Revert only: the later work is kept, not undone.
+    expect(dialog.get_by_text("This also undoes later work")).to_have_count(0)
+    dialog.get_by_role("button", name="Confirm revert").click()
     expect(page.get_by_text("Reverted. Receipt")).to_be_visible()
     assert _source("index") == before_turn["index"]
     css = _source("App")

@@ -416,6 +416,15 @@ class ChangeSetDetail(ChangeSetSummary):
     app: str
     restore_points: list[PointOut]
     receipt: dict[str, Any] | None
+    restoredBy: str | None = Field(
+        description="The newest restore set that restored this set (Restore all, Restore of "
+        "one of its points, Restore to release), or null. Later writes of its run or turn "
+        "start a new set."
+    )
+    revertedBy: str | None = Field(
+        description="The newest restore set that reverted this set (Revert this set), or null. "
+        "Later writes of its run or turn start a new set."
+    )
     diff: dict[str, Any] | None = Field(
         None,
         description=(
@@ -498,8 +507,8 @@ class AtQuery(Schema):
         None,
         json_schema_extra=_rules(pattern=REF_PATTERN, maxLength=REF_MAX),
         description=(
-            "Read the source at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
-            "(just before that point). production and dp_… need environments (404 for now)."
+            "Read the source at a ref: draft (now), production (what production serves), dp_… "
+            "(a deployment), cs_…/rs_… (right after that set), rp_… (just before that point)."
         ),
     )
 
@@ -509,7 +518,8 @@ ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 4
 
 class PromoteIn(_JsonObject):
     """Promote a state to production (SPEC §13). ``ref``: draft (default), a set, a point or a
-    deployment; ``expected``: "collection/name" → the sha256 you reviewed in the draft."""
+    deployment; ``expected``: "collection/name" → the sha256 you reviewed in the state ``ref``
+    names (a dry run's ``changed[].to``; for the draft, its current hashes)."""
 
     ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
     note: str = Field(

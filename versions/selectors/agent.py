@@ -4,6 +4,8 @@ the MCP server. Fixed queries whatever the number of rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -157,8 +159,42 @@ def point_out(point: RestorePoint) -> dict[str, Any]:
     }
 
 
+# A restore set's receipt kind when it reverted the set it acted on.
+REVERT_KIND = "revert"
+ACTED_ON_BY_LIMIT = 5
+
+
+@dataclass
+class ActedOnBy:
+    """The restore sets that acted on a set, newest first: those that reverted it and those
+    that restored it (Restore all, Restore of one of its points, Restore to release)."""
+
+    reverted_by: Sequence[ChangeSet] = field(default_factory=list)
+    restored_by: Sequence[ChangeSet] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, str | None]:
+        """The newest of each as the set's detail names them (null for none)."""
+        return {
+            "restoredBy": self.restored_by[0].id if self.restored_by else None,
+            "revertedBy": self.reverted_by[0].id if self.reverted_by else None,
+        }
+
+
+def acted_on_by(change_set: ChangeSet, *, limit: int = ACTED_ON_BY_LIMIT) -> ActedOnBy:
+    """The newest restore sets (at most ``limit`` of each kind) that acted on ``change_set``."""
+    rows = (
+        ChangeSet.objects.filter(restored_from=change_set, kind=ChangeSet.RESTORE)
+        .only("id", "created_on", "created_by", "app_id")
+        .order_by("-created_on", "-id")
+    )
+    reverted = list(rows.filter(receipt__kind=REVERT_KIND)[:limit])
+    restored = list(rows.exclude(receipt__kind=REVERT_KIND)[:limit])
+    return ActedOnBy(reverted_by=reverted, restored_by=restored)
+
+
 def change_set_detail(change_set: ChangeSet) -> dict[str, Any]:
-    """A change set with its restore points, oldest first."""
+    """A change set with its restore points, oldest first, and the restore sets that restored
+    or reverted it (``restoredBy`` / ``revertedBy``: the newest of each)."""
     points = (
         RestorePoint.objects.filter(change_set=change_set)
         .select_related("artifact", "app")
@@ -169,6 +205,7 @@ def change_set_detail(change_set: ChangeSet) -> dict[str, Any]:
         "app": change_set.app.slug,
         "restore_points": [point_out(p) for p in points],
         "receipt": change_set.receipt,
+        **acted_on_by(change_set, limit=1).as_dict(),
     }
 
 

@@ -3,9 +3,9 @@ point with its previous source, and a set's diff as unified diff text — the sa
 answers for the API and the MCP server. The doors pass an app (or set, or point) they reached
 through the services' access check.
 
-Refs (SPEC §13): ``draft`` (the current state), ``cs_…`` / ``rs_…`` (the state right after that
-set), ``rp_…`` (the state just before that point's write). ``production`` and ``dp_…`` need
-Environments, which this server does not have yet: they are refused in words.
+Refs, the same a preview accepts: ``draft`` (the current state), ``production`` (the deployment
+production serves), ``dp_…`` (a deployment), ``cs_…`` / ``rs_…`` (the state right after that
+set), ``rp_…`` (the state just before that point's write).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from django.db.models import Max
 from versions import conf
 from versions.diffing import line_ops
 from versions.errors import InvalidInput, NotFound
-from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.models import App, Artifact, ChangeSet, Deployment, DeploymentEntry, RestorePoint
 from versions.selectors.agent import ARTIFACT_NOT_FOUND, artifact_summary, point_out
+from versions.selectors.panel import blob_sources
 from versions.selectors.set_states import set_states
 from versions.selectors.states import NOT_STORED, PRUNED, state_at
 
@@ -30,14 +31,17 @@ HISTORY_PER_PAGE_MAX = 200
 DIFF_CONTEXT = 3
 
 DRAFT = "draft"
+PRODUCTION = "production"
 REF_UNKNOWN = (
-    "“{ref}” is not a ref. Use draft, a change set id (cs_… or rs_…: the state right after "
-    "it) or a restore point id (rp_…: the state just before it)."
+    "“{ref}” is not a ref. Use draft, production, a deployment id (dp_…), a change set id "
+    "(cs_… or rs_…: the state right after it) or a restore point id (rp_…: the state just "
+    "before it)."
 )
-REF_NEEDS_ENVIRONMENTS = (
-    "The ref “{ref}” names a deployment, and this server has no environments (production and "
-    "deployments, SPEC §13) yet: read draft, a change set or a restore point instead."
+REF_NO_PRODUCTION = (
+    "App “{slug}” has no production deployment yet: /apps/{slug}/ serves its draft. Read draft, "
+    "or promote a state to production first."
 )
+REF_DEPLOYMENT_NOT_FOUND = "There is no deployment “{ref}” in app “{slug}”."
 REF_SET_NOT_FOUND = "There is no change set “{ref}” in app “{slug}”."
 REF_POINT_NOT_FOUND = "There is no restore point “{ref}” in app “{slug}”."
 REF_SET_EMPTY = (
@@ -121,8 +125,6 @@ def _ref_moment(app: App, ref: str) -> datetime | None:
     None for ``draft``. NotFound / InvalidInput in words for anything else."""
     if ref == DRAFT:
         return None
-    if _DEPLOYMENT_REF.match(ref):
-        raise NotFound(REF_NEEDS_ENVIRONMENTS.format(ref=ref))
     if _SET_REF.match(ref):
         if not ChangeSet.objects.filter(app=app, pk=ref).exists():
             raise NotFound(REF_SET_NOT_FOUND.format(ref=ref, slug=app.slug))
@@ -145,9 +147,46 @@ def _ref_moment(app: App, ref: str) -> datetime | None:
     raise InvalidInput(REF_UNKNOWN.format(ref=ref[:200]), field="at")
 
 
+def _deployment_id(app: App, ref: str) -> str:
+    """The deployment ``production`` or ``dp_…`` names, or NotFound in words."""
+    if ref == PRODUCTION:
+        current = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
+        if current is None:
+            raise NotFound(REF_NO_PRODUCTION.format(slug=app.slug))
+        return str(current)
+    if not Deployment.objects.filter(app=app, pk=ref).exists():
+        raise NotFound(REF_DEPLOYMENT_NOT_FOUND.format(ref=ref, slug=app.slug))
+    return ref
+
+
+def _artifact_in_deployment(app: App, collection: str, name: str, ref: str) -> dict[str, Any]:
+    """An artifact as a deployment holds it: the blob it was promoted with (never pruned)."""
+    deployment_id = _deployment_id(app, ref)
+    artifact = _artifact(app, collection, name)
+    sha = (
+        DeploymentEntry.objects.filter(deployment_id=deployment_id, artifact=artifact)
+        .values_list("blob_id", flat=True)
+        .first()
+    )
+    if sha is None:
+        raise NotFound(AT_ABSENT.format(collection=collection, name=name, slug=app.slug, ref=ref))
+    raw = blob_sources([sha])[sha]
+    return {
+        "app": app.slug,
+        "at": ref,
+        "collection": collection,
+        "name": name,
+        "sha256": sha,
+        "size": len(raw),
+        "source": raw.decode("utf-8"),
+    }
+
+
 def artifact_at(app: App, collection: str, name: str, ref: str) -> dict[str, Any]:
     """An artifact's source at ``ref`` (see the module's refs), with its sha256; NotFound in
     words when it did not exist then, or its source then was not stored or was pruned."""
+    if _DEPLOYMENT_REF.match(ref):
+        return _artifact_in_deployment(app, collection, name, ref)
     moment = _ref_moment(app, ref)
     artifact = _artifact(app, collection, name)
     words = {"collection": collection, "name": name, "slug": app.slug, "ref": ref}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,7 @@ from versions.models import (
     ReleaseMark,
     RestorePoint,
 )
+from versions.selectors.agent import acted_on_by
 
 SETS_PER_PAGE = 25
 POINTS_PER_PAGE = 50
@@ -217,7 +218,8 @@ class ExpandedSet:
     change_set: ChangeSet
     changes: list[ArtifactChange]
     release_history: list[ReleaseMark]
-    restored_by: list[ChangeSet]
+    restored_by: Sequence[ChangeSet]
+    reverted_by: Sequence[ChangeSet] = field(default_factory=list)
 
 
 def load_sources(changes: list[ArtifactChange]) -> None:
@@ -398,12 +400,8 @@ def expanded_set(app: App, set_id: str, view: str = SET_VIEW) -> ExpandedSet:
     for i, ch in enumerate(changes):
         ch.inline = i < INLINE_DIFFS
     history = release_history(app)
-    restored_by = list(
-        ChangeSet.objects.filter(restored_from=cs)
-        .order_by("-created_on")
-        .only("id", "created_on", "created_by", "app_id")[:5]
-    )
-    return ExpandedSet(cs, changes, history, restored_by)
+    acted = acted_on_by(cs)
+    return ExpandedSet(cs, changes, history, acted.restored_by, acted.reverted_by)
 
 
 def release_history(app: App, limit: int = 8) -> list[ReleaseMark]:

@@ -169,12 +169,14 @@ def _sql(vendor: str) -> dict[str, str]:
                 "ORDER BY created_on DESC, id DESC LIMIT -1 OFFSET %s))"
             )
             + (
-                # The change set a capture would join: its run's (run "" finds none) ...
+                # The change set a capture would join: its run's open one (run "" finds
+                # none; a restored or reverted set is closed) ...
                 f", (SELECT {set_ref} FROM {change_set} AS cs WHERE cs.app_id = a.app_id "
-                "AND cs.kind = 'change' AND cs.run_id = %s AND NOT (cs.run_id = '')), "
-                # ... or its turn's newest capture's, and that capture's time.
+                "AND cs.kind = 'change' AND cs.run_id = %s AND NOT (cs.run_id = '') "
+                "AND NOT cs.closed), "
+                # ... or its turn's newest capture's unless closed, and that capture's time.
                 f"(SELECT {set_ref} FROM {change_set} AS cs WHERE cs.id = "
-                f"(SELECT p.change_set_id {turn_newest})), "
+                f"(SELECT p.change_set_id {turn_newest}) AND NOT cs.closed), "
                 f"(SELECT p.created_on {turn_newest})"
                 if grouped
                 else ""
@@ -407,16 +409,18 @@ def _sql(vendor: str) -> dict[str, str]:
         # A later write's message, kept only when the set has none yet (the first one given).
         "set_message": f"UPDATE {change_set} SET message = %s WHERE id = %s AND message = ''",
         # A set found for grouping, and whether it is pinned (named, or the app's release):
-        # a point joining a pinned set is pinned too.
+        # a point joining a pinned set is pinned too. A closed set (a restore or revert acted
+        # on it) is never joined.
         "set_by_run": (
             f"SELECT cs.id, {set_pinned} FROM {change_set} AS cs "
-            "WHERE cs.app_id = %s AND cs.kind = 'change' AND cs.run_id = %s"
+            "WHERE cs.app_id = %s AND cs.kind = 'change' AND cs.run_id = %s "
+            "AND NOT (cs.run_id = '') AND NOT cs.closed"
         ),
         "set_by_turn": (
-            f"SELECT p.change_set_id, (SELECT {set_pinned} FROM {change_set} AS cs "
-            f"WHERE cs.id = p.change_set_id) FROM {point} AS p WHERE p.app_id = %s "
+            f"SELECT cs.id, {set_pinned} FROM {change_set} AS cs WHERE cs.id = "
+            f"(SELECT p.change_set_id FROM {point} AS p WHERE p.app_id = %s "
             "AND p.turn_id = %s AND p.run_id = '' AND p.kind = 'capture' AND p.created_on >= %s "
-            "ORDER BY p.created_on DESC LIMIT 1"
+            "ORDER BY p.created_on DESC LIMIT 1) AND NOT cs.closed"
         ),
         "insert_point": (
             f"INSERT INTO {point} (id, app_id, artifact_id, kind, previous_blob_id, "

@@ -54,6 +54,7 @@ from versions.models import (
 )
 from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
+from versions.services.capture import close_acted_on_set
 from versions.services.access import APP_NOT_FOUND, Actor, principal
 from versions.services.receipts import (
     DRY_RUN as DRY_RUN_KIND,
@@ -631,8 +632,10 @@ def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
 
 def after_write(app: App, subject: Subject, receipt: RestoreReceipt) -> None:
     """What follows a restore's writes, in the same transaction: retention (it never prunes the
-    new restore set, nor the set restored). Hooks on the set acted on go here."""
+    new restore set, nor the set restored), and the set acted on closes: later writes of its
+    run or turn start a new set, so a second Restore all does not take them back with it."""
     assert receipt.set_id is not None
+    close_acted_on_set(app.pk, subject.ref)
     retention.prune_after_restore(app, receipt.set_id, subject.ref)
 
 

@@ -100,7 +100,7 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
         "ref": ref,
         "data": data,
         "diffs": selectors.promotion_line_counts(app, data.get("changed") or []),
-        "carry": _carry(app, data),
+        "carry": _carry(data),
         "action": reverse("versions:promote", args=[app.slug]),
         **perms(request, app),
     }
@@ -108,11 +108,14 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, template if is_fragment(request) else "versions/promote_page.html", ctx)
 
 
-def _carry(app: App, data: dict[str, Any]) -> list[tuple[str, str]]:
-    """The draft's hashes the person reviews in the dialog, sent back with the confirmation."""
-    keys = [f"{c['collection']}/{c['name']}" for c in data.get("changed") or []]
-    now = selectors.artifact_shas(app, keys)
-    return [(key, now.get(key, "")) for key in keys]
+def _carry(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the person reviews in the dialog, sent back with the confirmation: for each change
+    the promotion ships, the sha256 the promoted state gives it ("" = absent). The promotion
+    compares them with that same state (a set's, the release's or the draft's), so a later
+    draft write does not refuse the promotion of an earlier set."""
+    return [
+        (f"{c['collection']}/{c['name']}", c.get("to") or "") for c in data.get("changed") or []
+    ]
 
 
 @require_http_methods(["GET", "POST"])

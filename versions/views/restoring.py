@@ -112,6 +112,8 @@ def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
     ctx = {
         "app": flow.app,
         "title": flow.title,
+        # Revert's dialog speaks of Revert only: no word of Restore all's later-work warning.
+        "is_revert": flow.kind == services.REVERT,
         "data": data,
         "carry": [(k, expected.get(k, now.get(k, ""))) for k in keys],
         "ret": flow.ret,
