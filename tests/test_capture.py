@@ -462,14 +462,18 @@ def test_points_of_one_artifact_are_strictly_ordered_even_in_the_same_millisecon
 # --- retention ----------------------------------------------------------------------------------
 
 
-@override_settings(VERSIONS_POINTS_PER_APP=5)
+@override_settings(VERSIONS_POINTS_PER_APP=5, VERSIONS_SWEEP_BATCH=1)
 def test_only_the_newest_points_are_kept(app, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         receipts = [write(app, "index", f"v{i}") for i in range(8)]
     kept = set(RestorePoint.objects.filter(app=app).values_list("id", flat=True))
     assert kept == {r.restore_point_id for r in receipts[-5:]}
-    # Sets left with no point are gone; blobs no longer referenced are swept.
-    assert ChangeSet.objects.filter(app=app).count() == 5
+    # Each pruner settles what the one before it left (a batch of 1): the sets left with no
+    # point are gone but the last one, listed as pruned; blobs no longer referenced are swept.
+    assert ChangeSet.objects.filter(app=app, points__isnull=False).distinct().count() == 5
+    lingering = ChangeSet.objects.get(app=app, points=None)
+    assert lingering.id == receipts[2].change_set_id
+    assert [e["pointId"] for e in lingering.pruned] == [receipts[2].restore_point_id]
     assert not Blob.objects.filter(sha256=sha("v0")).exists()
     assert not Blob.objects.filter(sha256=sha("v1")).exists()
     assert Blob.objects.filter(sha256=sha("v2")).exists()  # previous source of a kept point

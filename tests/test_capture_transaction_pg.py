@@ -6,7 +6,6 @@ connection's outermost transaction, as it is in a request: the path that counts 
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import threading
 import zlib
@@ -255,67 +254,30 @@ def test_a_write_at_the_limit_prunes_in_the_same_round_trips(top_app, settings):
     assert_connection_clean()
 
 
-def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_app, settings):
-    """What the one-statement pruner does, as the step-by-step one did: the points beyond the
-    limit go, their artifacts' pruned_until moves, every set they were in lists them, and what
-    they leave is owed to the app's debt (the blob each held, its set); the pruner that makes
-    a batch of debt settles it: the blobs nothing needs go, a set left with no point goes with
-    the release mark history that named it. Every statement is bounded by the app."""
+def test_the_pruner_of_a_top_level_write_is_bounded_by_the_app(top_app, settings):
+    """The one-statement pruner, owing and settling (what it does: test_retention_debt):
+    every statement is bounded by the app, and PostgreSQL's own plans agree that none reads a
+    whole table of every app's rows (the sweep's "does a delta still need it?" check once
+    hashed every artifact)."""
     from test_retention import _unbounded
     from test_scale_plans import whole_table_reads
-
-    from versions.models import ChangeSet, ReleaseMark, SweepDebt
 
     settings.VERSIONS_POINTS_PER_APP = 3
     settings.VERSIONS_SWEEP_BATCH = 3
     other = App.objects.create(slug="other", name="Other")
     write(other, "index", "o1\n")
-    first = write(top_app, "index", "x\n")  # creates the page: its point holds no blob
-    second = write(top_app, "index", "y\n")  # its point holds "x"; its set will be emptied
-    services.mark_release(second.change_set_id, by="person")
-    services.unmark_release(top_app, by="person")  # the history still names the set
-    pair = [write(top_app, f"page-{i}", "p\n", run_id="pair") for i in range(2)]  # at 4: -1
-    x_blob = RestorePoint.objects.get(id=second.restore_point_id).previous_blob_id
-    assert x_blob
-    owed = SweepDebt.objects.filter(app=top_app)
-
-    def debt() -> set[tuple[str, str]]:
-        return set(owed.values_list("blob_id", "change_set_id"))
-
-    assert debt() == {("", first.change_set_id)}  # the first point held nothing
+    for i in range(4):
+        write(top_app, "index", f"v{i}\n")  # over the limit: one row owed
 
     with CaptureQueriesContext(connection) as captured:
-        write(top_app, "index", "v3\n")  # prunes second's point, emptying its set
+        write(top_app, "index", "v4\n")  # owes a second row
+        write(top_app, "index", "v5\n")  # its row makes a batch of three: settles
 
-        assert not RestorePoint.objects.filter(id=second.restore_point_id).exists()
-        assert Artifact.objects.get(app=top_app, name="index").pruned_until is not None
-        # The emptied set lingers until the batch, listed as pruned: its point is named.
-        emptied = ChangeSet.objects.get(id=second.change_set_id)
-        assert [e["pointId"] for e in emptied.pruned] == [second.restore_point_id]
-        assert not RestorePoint.objects.filter(change_set_id=emptied.id).exists()
-        # Nothing needs "x" any more: it is owed to a sweep with the set.
-        assert Blob.objects.filter(sha256=x_blob).exists()
-        assert debt() == {("", first.change_set_id), (x_blob, second.change_set_id)}
-        assert not any("settled AS" in q["sql"] for q in captured.captured_queries)
-
-        write(top_app, "index", "v4\n")  # prunes one point of the pair's set: a batch of three
-
-    assert not ChangeSet.objects.filter(id__in=[first.change_set_id, second.change_set_id])
-    assert not ReleaseMark.objects.filter(change_set_id=second.change_set_id).exists()
-    assert ReleaseMark.objects.filter(app=top_app).count() == 2  # the history stays, unlinked
-    pair_set = ChangeSet.objects.get(id=pair[0].change_set_id)
-    assert [e["pointId"] for e in pair_set.pruned] == [pair[0].restore_point_id]
-    assert not Blob.objects.filter(sha256=x_blob).exists()  # swept with the batch
-    assert debt() == {("", pair_set.id)}  # the settling pruner's own set waits for the next
-    assert any("settled AS" in q["sql"] for q in captured.captured_queries)
-    assert RestorePoint.objects.filter(app=top_app).count() == 3
-    assert RestorePoint.objects.filter(app=other).count() == 1  # another app untouched
     statements = [q["sql"] for q in captured.captured_queries]
-    assert any("WITH cut" in s and "DELETE FROM" in s for s in statements)
+    assert any("WITH cut" in s and "settled AS" in s for s in statements)
+    assert any("WITH cut" in s and "settled AS" not in s for s in statements)
     unbounded = _unbounded(statements, top_app.pk)
     assert not unbounded, "\n".join(unbounded)
-    # And PostgreSQL's own plans agree: no statement reads a whole table of every app's rows
-    # (the sweep's "does a delta still need it?" check once hashed every artifact).
     whole = [
         f"{read} in {sql[:200]}"
         for sql in statements
@@ -323,6 +285,8 @@ def test_the_pruner_of_a_top_level_write_touches_only_the_app_and_cleans_up(top_
         for read in whole_table_reads(sql)
     ]
     assert not whole, "\n".join(whole)
+    assert RestorePoint.objects.filter(app=other).count() == 1
+    assert_connection_clean()
 
 
 def test_the_pruners_statements_run_one_generic_plan_each_bounded_by_the_app(top_app, settings):
@@ -352,87 +316,6 @@ def test_the_pruners_statements_run_one_generic_plan_each_bounded_by_the_app(top
         ]
         reads = generic_whole_table_reads(sql, types, values)
         assert not reads, f"{reads} in the generic plan of {sql[:200]}"
-
-
-def _unreferenced_blobs() -> set[str]:
-    """The blobs no artifact, point or deployment references (nor a delta as its base)."""
-    from versions.models import DeploymentEntry
-
-    held = set(Artifact.objects.exclude(blob=None).values_list("blob_id", flat=True))
-    held |= set(
-        RestorePoint.objects.exclude(previous_blob=None).values_list("previous_blob_id", flat=True)
-    )
-    held |= set(DeploymentEntry.objects.exclude(blob=None).values_list("blob_id", flat=True))
-    held |= set(
-        Blob.objects.filter(sha256__in=held).exclude(base=None).values_list("base_id", flat=True)
-    )
-    return set(Blob.objects.values_list("sha256", flat=True)) - held
-
-
-def _emptied_sets(app) -> set[str]:
-    """The app's sets left with no point."""
-    from versions.models import ChangeSet
-
-    return set(ChangeSet.objects.filter(app=app, points=None).values_list("id", flat=True))
-
-
-def test_what_retention_leaves_is_settled_a_batch_at_a_time_and_never_more_waits(top_app, settings):
-    """A write's pruner owes what its pruned point leaves (the blob it held, its set) to the
-    app's debt; the pruner that makes a batch of debt settles it all, so no app leaves more
-    than a batch unsettled, nothing is lost to the store, and another app's debt is never
-    touched (SPEC §18)."""
-    from versions.models import SweepDebt
-
-    settings.VERSIONS_POINTS_PER_APP = 2
-    settings.VERSIONS_SWEEP_BATCH = 4
-    other = App.objects.create(slug="other", name="Other")
-    for i in range(4):  # two prunes; the first point held no blob (it created the page)
-        write(other, "index", f"o{i}\n")
-    other_debt = set(SweepDebt.objects.filter(app=other).values_list("blob_id", "change_set_id"))
-    assert len(other_debt) == 2
-    owed_by_other = {blob for blob, _set in other_debt if blob}
-    assert len(owed_by_other) == 1  # o0 is held by nothing now
-    assert _emptied_sets(other) == {set_id for _blob, set_id in other_debt}
-
-    seen = []
-    for i in range(12):
-        write(top_app, "index", f"v{i}\n")
-        rows = list(SweepDebt.objects.filter(app=top_app).values_list("blob_id", "change_set_id"))
-        seen.append(len(rows))
-        assert len(rows) < 4
-        # Every blob nothing needs any more is owed by some app: none is lost to the store ...
-        assert _unreferenced_blobs() == {blob for blob, _set in rows if blob} | owed_by_other
-        # ... and every set retention emptied is owed, so the next batch removes it.
-        assert _emptied_sets(top_app) <= {set_id for _blob, set_id in rows}
-        assert RestorePoint.objects.filter(app=top_app).count() == min(i + 1, 2)
-    # Every write from the third prunes a point: owed one by one, settled four at a time (the
-    # settling pruner's own point is owed to the next batch).
-    assert seen == [0, 0, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1]
-    assert set(SweepDebt.objects.filter(app=other).values_list("blob_id", "change_set_id")) == (
-        other_debt
-    )
-    assert Blob.objects.filter(sha256__in=owed_by_other).count() == len(owed_by_other)
-    assert_connection_clean()
-
-
-def test_a_blob_owed_to_a_sweep_and_written_again_is_kept(top_app, settings):
-    """Content-addressed: a source written again re-references its blob; the sweep that pays
-    the blob's debt leaves it, and it reads back."""
-    from versions.models import SweepDebt
-
-    settings.VERSIONS_POINTS_PER_APP = 2
-    settings.VERSIONS_SWEEP_BATCH = 4
-    for source in ("a\n", "b\n", "c\n", "d\n", "e\n"):  # a and b owed
-        write(top_app, "index", source)
-    a_blob = hashlib.sha256(b"a\n").hexdigest()
-    assert SweepDebt.objects.filter(app=top_app, blob_id=a_blob).exists()
-    write(top_app, "index", "a\n")  # "a" is the artifact's source again; a batch is settled
-    assert not SweepDebt.objects.filter(app=top_app).exclude(blob_id="").exists()
-    assert Blob.objects.filter(sha256=a_blob).exists()
-    for gone in (b"b\n", b"c\n"):
-        assert not Blob.objects.filter(sha256=hashlib.sha256(gone).hexdigest()).exists()
-    assert committed_source("index") == "a\n"
-    assert_connection_clean()
 
 
 def test_a_pruning_that_fails_after_the_write_leaves_the_write_and_is_redone_next_time(

@@ -11,8 +11,17 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from versions import selectors, services
-from versions.errors import NotFound
-from versions.models import PAGE, App, Artifact, Blob, ChangeSet, ReleaseMark, RestorePoint
+from versions.errors import NotFound, PreflightFailed
+from versions.models import (
+    PAGE,
+    App,
+    Artifact,
+    Blob,
+    ChangeSet,
+    ReleaseMark,
+    RestorePoint,
+    SweepDebt,
+)
 
 
 def write(app, name, source, **kw):
@@ -77,26 +86,32 @@ def test_counter_points_do_not_count_against_the_limit_of_captures(app, settings
     assert not services.over_limit(app)
 
 
-@override_settings(VERSIONS_RESTORE_SETS_PER_APP=3)
+@override_settings(VERSIONS_RESTORE_SETS_PER_APP=3, VERSIONS_SWEEP_BATCH=1)
 def test_counter_points_live_while_their_restore_set_is_one_of_the_newest_or_pinned(app):
     first = write(app, "index", "v0\n")
     restores = []
-    for i in range(1, 6):
+    for i in range(1, 7):
         write(app, "index", f"v{i}\n")
         restores.append(services.restore_change_set(first.change_set_id, by="person").set_id)
         if i == 1:
             services.name_change_set(restores[0], "Kept on purpose", by="person")
 
-    kept = set(ChangeSet.objects.filter(app=app, kind="restore").values_list("id", flat=True))
-    # The named one is pinned; of the others only the newest three keep their counter-points,
-    # and a restore set with none left is gone, never listed as restorable.
+    restore_sets = ChangeSet.objects.filter(app=app, kind="restore")
+    kept = set(restore_sets.filter(points__isnull=False).values_list("id", flat=True))
+    # The named one is pinned; of the others only the newest three keep their counter-points.
     assert kept == {restores[0], *restores[-3:]}
-    listed = {cs.id for cs in selectors.change_set_page(app, 1).object_list}
+    for set_id in kept:
+        assert points_of(set_id) == 1
+    # A restore set with none left is never listed as restorable: the last restore's pruner
+    # settled the one before it left (a batch of 1), which is gone; its own lingers, pruned.
+    assert set(restore_sets.values_list("id", flat=True)) == kept | {restores[2]}
+    listed = {cs.id: cs for cs in selectors.change_set_page(app, 1).object_list}
     assert restores[1] not in listed
     with pytest.raises(NotFound):
         services.restore_change_set(restores[1], by="person")
-    for set_id in kept:
-        assert points_of(set_id) == 1
+    assert listed[restores[2]].point_count == 0 and len(listed[restores[2]].pruned) == 1
+    with pytest.raises(PreflightFailed):
+        services.restore_change_set(restores[2], by="person")
 
 
 @override_settings(VERSIONS_RESTORE_SETS_PER_APP=2, VERSIONS_POINTS_PER_APP=3)
@@ -120,6 +135,7 @@ def test_a_restore_set_emptied_by_retention_is_removed_and_what_pointed_at_it_is
     app, settings
 ):
     settings.VERSIONS_RESTORE_SETS_PER_APP = 1
+    settings.VERSIONS_SWEEP_BATCH = 2
     first = write(app, "index", "v0\n")
     write(app, "index", "v1\n")
     restore = services.restore_change_set(first.change_set_id, by="person")
@@ -129,15 +145,23 @@ def test_a_restore_set_emptied_by_retention_is_removed_and_what_pointed_at_it_is
     write(app, "index", "v2\n")
     services.restore_change_set(first.change_set_id, by="person")  # a third restore set
 
+    # The third restore's pruner emptied both: they linger, listed as pruned, owed to a batch.
+    for gone in (restore.set_id, undo.set_id):
+        assert points_of(gone) == 0 and ChangeSet.objects.get(id=gone).pruned
+    write(app, "index", "v3\n")
+    services.restore_change_set(first.change_set_id, by="person")  # prunes third: settles
+
     assert not ChangeSet.objects.filter(id__in=[restore.set_id, undo.set_id]).exists()
     assert not ReleaseMark.objects.filter(change_set_id=restore.set_id).exists()
     assert ReleaseMark.objects.filter(change_set_ref=restore.set_id).count() == 2
 
 
 def test_a_set_emptied_by_pruning_goes_and_what_named_it_is_cleared(app, settings):
-    """A capture set pruned empty: a restore set that restored it and the release history that
-    named it stay, unlinked; a set that only lost some points lists them."""
+    """A capture set pruned empty goes when the pruner after it settles (a batch of 1): a
+    restore set that restored it and the release history that named it stay, unlinked; a set
+    that only lost some points lists them."""
     settings.VERSIONS_POINTS_PER_APP = 3
+    settings.VERSIONS_SWEEP_BATCH = 1
     gone = write(app, "index", "v0\n")
     restore = services.restore_change_set(gone.change_set_id, by="person")
     services.mark_release(gone.change_set_id, by="person")
@@ -156,9 +180,11 @@ def test_a_set_emptied_by_pruning_goes_and_what_named_it_is_cleared(app, setting
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's write path")
 def test_a_write_that_prunes_on_sqlite_runs_four_statements_more_than_one_below(app, settings):
-    """The points beyond the limit come with the write's lock: the pruning itself deletes the
-    point, moves pruned_until, deletes the set it emptied and sweeps the blob it held."""
+    """The points beyond the limit and the rows the app owes come with the write's lock: the
+    pruning itself deletes the point, moves pruned_until, lists it in its set and owes the
+    blob it held and its set to the app's debt (swept and removed with a batch)."""
     settings.VERSIONS_POINTS_PER_APP = 3
+    settings.VERSIONS_SWEEP_BATCH = 16
     below = App.objects.create(slug="below", name="Below")
     for i in range(4):  # at the limit; the oldest point now holds "v0"
         write(app, "index", f"v{i}\n")
@@ -170,9 +196,11 @@ def test_a_write_that_prunes_on_sqlite_runs_four_statements_more_than_one_below(
 
     extra = [q["sql"].split(" ", 3)[:3] for q in at_limit.captured_queries[-5:-1]]
     assert len(at_limit.captured_queries) == len(under.captured_queries) + 4
-    assert [words[0] for words in extra] == ["DELETE", "UPDATE", "DELETE", "DELETE"]
+    assert [words[0] for words in extra] == ["DELETE", "UPDATE", "UPDATE", "INSERT"]
     assert RestorePoint.objects.filter(app=app).count() == 3
-    assert not Blob.objects.filter(sha256=hashlib.sha256(b"v0\n").hexdigest()).exists()
+    v0 = hashlib.sha256(b"v0\n").hexdigest()
+    assert Blob.objects.filter(sha256=v0).exists()
+    assert SweepDebt.objects.filter(app=app, blob_id=v0).exists()
 
 
 # --- #19: a turn or a restore larger than the limit keeps all its points ----------------------
@@ -183,7 +211,8 @@ def test_a_turn_larger_than_the_limit_keeps_all_its_points_and_prunes_other_sets
     set_id = turn(app, "big", 300)
 
     assert points_of(set_id) == 300
-    assert not ChangeSet.objects.filter(id=older).exists()  # older points of other sets go
+    assert points_of(older) == 0  # older points of other sets go
+    assert len(ChangeSet.objects.get(id=older).pruned) == 1  # listed as pruned until settled
     assert services.over_limit(app)  # until the next write, which the panel can say
     assert ChangeSet.objects.get(id=set_id).pruned == []
 
@@ -235,6 +264,7 @@ def _unbounded(statements: list[str], app_id: int) -> list[str]:
 def test_every_statement_of_a_write_and_a_restore_that_prune_is_bounded_by_the_app(app, settings):
     settings.VERSIONS_POINTS_PER_APP = 3
     settings.VERSIONS_RESTORE_SETS_PER_APP = 1
+    settings.VERSIONS_SWEEP_BATCH = 1  # every pruner settles: its statements are read too
     other = App.objects.create(slug="other", name="Other")
     for target in (other, app):  # another app, with sets of its own, in the same tables
         base = write(target, "index", "v0\n", run_id="r0")
@@ -252,7 +282,9 @@ def test_every_statement_of_a_write_and_a_restore_that_prune_is_bounded_by_the_a
     statements = [q["sql"] for q in write_at_limit.captured_queries]
     statements += [q["sql"] for q in restore_over_kept_sets.captured_queries]
     assert any("DELETE FROM" in s and "restorepoint" in s for s in statements)
-    assert ChangeSet.objects.filter(app=app, kind="restore").count() == 1
+    assert any("sweepdebt" in s.lower() and "RETURNING" in s for s in statements)
+    restore_sets = ChangeSet.objects.filter(app=app, kind="restore")
+    assert restore_sets.filter(points__isnull=False).distinct().count() == 1
     unbounded = _unbounded(statements, app.pk)
     assert not unbounded, "\n".join(unbounded)
 

@@ -150,7 +150,7 @@ def test_a_write_reads_the_previous_delta_with_its_lock(app):
     assert len(again.captured_queries) == len(first.captured_queries)
 
 
-@override_settings(VERSIONS_POINTS_PER_APP=3)
+@override_settings(VERSIONS_POINTS_PER_APP=3, VERSIONS_SWEEP_BATCH=1)
 def test_sweeping_keeps_a_full_copy_a_delta_still_needs(app, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         texts = write_versions(app, 8)
@@ -163,7 +163,7 @@ def test_sweeping_keeps_a_full_copy_a_delta_still_needs(app, django_capture_on_c
     assert_reads_back(texts[-4:])
 
 
-@override_settings(VERSIONS_POINTS_PER_APP=2)
+@override_settings(VERSIONS_POINTS_PER_APP=2, VERSIONS_SWEEP_BATCH=1)
 def test_a_full_copy_goes_with_the_last_delta_that_needed_it(
     app, django_capture_on_commit_callbacks
 ):

@@ -7,3 +7,10 @@ class VersionsConfig(AppConfig):
     name = "versions"
     verbose_name = "Versions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # A setting read at call time is still checked as the server starts: a bad value
+        # stops it with a message rather than failing the first write that prunes.
+        from versions import conf
+
+        conf.sweep_batch()

@@ -1,6 +1,9 @@
 """Versions settings, read at call time so tests can override them."""
 
+import os
+
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 
 def max_stored_bytes() -> int:
@@ -18,12 +21,36 @@ def points_per_app() -> int:
     return int(getattr(settings, "VERSIONS_POINTS_PER_APP", 200))
 
 
+SWEEP_BATCH_REFUSED = (
+    "VERSIONS_SWEEP_BATCH must be a positive whole number (how many pruned points an app may "
+    "owe before a write settles them; 1 settles what each pruning left at the next one), "
+    "not “{value}”."
+)
+
+
 def sweep_batch() -> int:
     """How many pruned points' leftovers (the blob each held, the set each was in) an app owes
-    before a write's pruner settles them together: sweeps the blobs nothing references and
-    removes the sets left with no point (PostgreSQL; 1: each pruner settles what the one
-    before it left)."""
-    return max(1, int(getattr(settings, "VERSIONS_SWEEP_BATCH", 16)))
+    before a pruner (a write's, a restore's) settles them together: sweeps the blobs nothing
+    references and removes the sets left with no point (1: each pruner settles what the one
+    before it left).
+
+    The setting ``VERSIONS_SWEEP_BATCH``, else the environment variable of that name, else
+    16; anything but a positive whole number is refused in words (ImproperlyConfigured)."""
+    value = getattr(settings, "VERSIONS_SWEEP_BATCH", None)
+    if value is None:
+        value = os.environ.get("VERSIONS_SWEEP_BATCH", "").strip() or 16
+    return _positive(value, SWEEP_BATCH_REFUSED)
+
+
+def _positive(value: object, refused: str) -> int:
+    """``value`` as a positive int (an int, or its decimal digits), else ImproperlyConfigured."""
+    if isinstance(value, bool):
+        raise ImproperlyConfigured(refused.format(value=value))
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int) or value < 1:
+        raise ImproperlyConfigured(refused.format(value=value))
+    return value
 
 
 def restore_sets_per_app() -> int:

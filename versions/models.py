@@ -547,13 +547,13 @@ class ReleaseMark(models.Model):
 
 
 class SweepDebt(models.Model):
-    """What retention left to settle for a point a write's pruner removed (PostgreSQL): the
-    blob the point held, to sweep once nothing references it, and its change set, to remove
-    once it has no point left.
+    """What retention left to settle for a point a pruner removed (both databases): the blob
+    the point held, to sweep once nothing references it, and its change set, to remove once it
+    has no point left.
 
-    A write's pruner records a row per point it prunes instead of sweeping blobs and removing
-    emptied sets one by one; once an app owes ``VERSIONS_SWEEP_BATCH`` rows, the next pruner
-    settles them all (see ``versions.services.retention``). No keys to the blob or the set:
+    A pruner records a row per point it prunes instead of sweeping blobs and removing emptied
+    sets one by one; once an app owes ``VERSIONS_SWEEP_BATCH`` rows, the next pruner settles
+    them all (see ``versions.services.retention``). No keys to the blob or the set:
     another sweep may have taken the blob, a write may have referenced it again, a set may
     have been removed or joined again meanwhile, and the settling pruner checks each."""
 

@@ -60,8 +60,8 @@ class ArtifactRow:
     # SQLite: the app's unpinned captures from the newest ``keep``-th on, newest first (None:
     # not read with the lock).
     from_last_kept: list[ExcessRow] | None = None
-    # PostgreSQL: the rows of the app's debt (pruned points not yet settled), counted up to
-    # the batch (None: not read with the lock).
+    # The rows of the app's debt (pruned points not yet settled), counted up to the batch
+    # (None: not read with the lock).
     owed: int | None = None
 
     @property
@@ -181,14 +181,10 @@ def _sql(vendor: str) -> dict[str, str]:
                 if grouped
                 else ""
             )
-            # PostgreSQL: the rows the app owes (pruned points not yet settled), counted up
-            # to the batch (see "prune_owing").
-            + (
-                f", (SELECT COUNT(*) FROM (SELECT 1 FROM {debt} AS o WHERE o.app_id = a.app_id "
-                "LIMIT %s) AS owed)"
-                if vendor == "postgresql"
-                else ""
-            )
+            # The rows the app owes (pruned points not yet settled), counted up to the batch
+            # (see "prune_owing" and :mod:`versions.services.retention`).
+            + f", (SELECT COUNT(*) FROM (SELECT 1 FROM {debt} AS o WHERE o.app_id = a.app_id "
+            "LIMIT %s) AS owed)"
             + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
             f"LEFT JOIN {blob} AS k ON k.sha256 = b.base_id "
             "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
@@ -249,14 +245,18 @@ def _sql(vendor: str) -> dict[str, str]:
             "AND NOT EXISTS (SELECT 1 FROM kept WHERE kept.id = p.change_set_id) "
             "ORDER BY p.created_on DESC, p.id DESC"
         ),
-        # A set retention emptied goes, then what pointed at a set that is gone is cleared (the
-        # foreign keys are checked at commit). No statement needs the previous one's rows, so
+        # A set retention emptied goes when the debt naming it is settled, unless a person
+        # named it or marked it as the release since (the services refuse both, but a race may
+        # win); then what pointed at a set that is gone is cleared (the foreign keys are
+        # checked at commit). No statement needs the previous one's rows, so
         # on PostgreSQL they travel in one pipeline. Each finds its rows by the given sets' keys
         # and each gone set by its primary key: never a scan of every app's sets, as `NOT IN
         # (SELECT id FROM <all sets>)` was (SPEC §18). No app predicate beside the keys: a
         # planner could then prefer the app's index and read every set or mark of the app.
         "delete_emptied_sets": (
-            f"DELETE FROM {change_set} WHERE id IN ({{ids}}) "
+            f"DELETE FROM {change_set} WHERE id IN ({{ids}}) AND name = '' "
+            f"AND NOT EXISTS (SELECT 1 FROM {app_table} AS ap "
+            f"WHERE ap.release_set_id = {change_set}.id) "
             f"AND NOT EXISTS (SELECT 1 FROM {point} AS p WHERE p.change_set_id = {change_set}.id) "
             # Whether a restore set or a release mark still points at it.
             f"RETURNING id, EXISTS (SELECT 1 FROM {change_set} AS r "
@@ -274,6 +274,11 @@ def _sql(vendor: str) -> dict[str, str]:
             f"WHERE gone.id = {mark}.change_set_id)"
         ),
         "delete_points": f"DELETE FROM {point} WHERE app_id = %s AND id IN ({{ids}})",
+        # The app's debt (see "prune_owing"): what pruned points leave, a row each; the rows
+        # owed, counted up to the batch; and all of them taken, to settle.
+        "owe": f"INSERT INTO {debt} (app_id, blob_id, change_set_id) VALUES {{rows}}",
+        "owed": (f"SELECT COUNT(*) FROM (SELECT 1 FROM {debt} WHERE app_id = %s LIMIT %s) AS owed"),
+        "take_debt": f"DELETE FROM {debt} WHERE app_id = %s RETURNING blob_id, change_set_id",
         # Retention locks the artifacts whose pruned_until it moves, in one order, before it
         # deletes anything (PostgreSQL).
         "lock_artifacts": (
@@ -367,7 +372,7 @@ def _sql(vendor: str) -> dict[str, str]:
             f"UPDATE {artifact} SET pruned_until = CASE WHEN pruned_until IS NULL "
             "OR pruned_until < %s THEN %s ELSE pruned_until END WHERE app_id = %s AND id = %s"
         ),
-        # Appends to a set's pruned list (no row when the set is gone with its points).
+        # Appends to a set's pruned list.
         "append_pruned": (
             f"UPDATE {change_set} SET pruned = pruned || %s::jsonb WHERE app_id = %s AND id = %s"
             if vendor == "postgresql"
@@ -500,9 +505,8 @@ def lock_and_read(
     the write lock is held, ``from_last_kept`` lists the unpinned captures from the newest
     ``keep``-th on: the ones the next capture takes beyond the limit.
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
-    turn would join is looked up in the same statement (``grouping``). On PostgreSQL
-    ``owed`` counts the rows of the app's debt (pruned points not yet settled), up to
-    ``sweep_batch``.
+    turn would join is looked up in the same statement (``grouping``). ``owed`` counts the
+    rows of the app's debt (pruned points not yet settled), up to ``sweep_batch``.
     """
     postgresql = _vendor() == "postgresql"
     params: list[Any] = [app_id, False, keep if postgresql else max(keep - 1, 0)]
@@ -511,8 +515,7 @@ def lock_and_read(
     if grouped:
         since = moment(turn_since or datetime(1970, 1, 1, tzinfo=UTC))
         params += [run_id, turn, turn, since, turn, turn, since]
-    if postgresql:
-        params.append(sweep_batch)
+    params.append(sweep_batch)
     row = _execute_first(
         _q("lock_read_grouped" if grouped else "lock_read"),
         [*params, app_id, collection, name],
@@ -541,7 +544,7 @@ def lock_and_read(
         if grouped
         else None,
         None if postgresql else _excess_rows(json.loads(row[14])),
-        row[-1] if postgresql else None,
+        row[-1],
     )
 
 
@@ -743,11 +746,34 @@ def advance_pruned_until(app_id: int, newest: dict[int, datetime]) -> None:
         _execute(_q("pruned_until"), [at, at, app_id, artifact_id])
 
 
+def count_owed(app_id: int, cap: int) -> int:
+    """The rows of the app's debt (pruned points not yet settled), counted up to ``cap``."""
+    return int(_run("owed", [app_id, cap], fetch=True)[0])
+
+
+def owe(app_id: int, rows: list[tuple[str, str]]) -> None:
+    """Add (blob, set) rows to the app's debt: what pruned points leave to settle ("": none)."""
+    for start in range(0, len(rows), _OWE_CHUNK):
+        chunk = rows[start : start + _OWE_CHUNK]
+        sql = _q("owe").format(rows=", ".join(["(%s, %s, %s)"] * len(chunk)))
+        _execute(sql, [value for blob, set_id in chunk for value in (app_id, blob, set_id)])
+
+
+# Rows per INSERT of debt: SQLite allows 999 parameters to a statement in older builds.
+_OWE_CHUNK = 300
+
+
+def take_debt(app_id: int) -> list[tuple[str, str]]:
+    """Remove every row the app owes, returning them (blob, set), to settle them."""
+    return [(row[0], row[1]) for row in _execute(_q("take_debt"), [app_id], "all") or []]
+
+
 def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
-    """Delete the change sets among ``set_ids`` left with no point, and clear what pointed at
-    them (a restore set's ``restored_from``, a release mark), as the models' SET_NULL says;
-    returns the ids deleted. An app's release is pinned, so never emptied (were it marked
-    meanwhile, its foreign key, checked at COMMIT, fails the later of the two)."""
+    """Delete the change sets among ``set_ids`` left with no point, unnamed and not the app's
+    release, and clear what pointed at them (a restore set's ``restored_from``, a release
+    mark), as the models' SET_NULL says; returns the ids deleted."""
+    if not set_ids:
+        return set()
     rows = _execute(_in("delete_emptied_sets", set_ids), set_ids, "all") or []
     for column, name in ((1, "forget_gone_in_sets"), (2, "forget_gone_in_marks")):
         pointed_at = sorted(row[0] for row in rows if row[column])
@@ -761,8 +787,8 @@ _APPEND_CHUNK = 50
 
 
 def append_pruned(app_id: int, additions: dict[str, list[dict]]) -> None:
-    """Add to each change set's ``pruned`` list the points retention removed from it (a set
-    that is gone with all its points is left alone)."""
+    """Add to each change set's ``pruned`` list the points retention removed from it (an
+    emptied set too: it is removed when the app's debt is settled)."""
     postgresql = _vendor() == "postgresql"
     for set_id, entries in additions.items():
         if postgresql:

@@ -377,7 +377,7 @@ def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
 def _settles(row: _sql.ArtifactRow) -> bool:
     """Whether this write's pruner settles what the app owes (see "prune_settling"): once the
     rows owed before it, with the one it leaves, make a batch, or when nobody counted."""
-    return row.owed is None or row.owed + 1 >= conf.sweep_batch()
+    return row.owed is None or retention.settles(row.owed)
 
 
 def _beyond(row: _sql.ArtifactRow, captured: _Captured) -> list[_sql.ExcessRow]:
@@ -470,7 +470,7 @@ def _capture_and_write(
             )
     if over and inside:
         found = _beyond(row, captured) if row.from_last_kept is not None else None
-        retention.prune(app, protect=[captured.change_set_id], excess=found)
+        retention.prune(app, protect=[captured.change_set_id], excess=found, settle=_settles(row))
     return WriteReceipt(
         app.slug,
         collection,

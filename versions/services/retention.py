@@ -1,4 +1,28 @@
-"""Retention (newest N unpinned points per app) and pins (SPEC §2)."""
+"""Retention (newest N unpinned points per app) and pins: the rules, on both databases.
+
+The rules, the same on SQLite and PostgreSQL (only the SQL differs, in ``_sql``):
+
+- a write over the limit prunes the app's unpinned capture points beyond the newest
+  ``VERSIONS_POINTS_PER_APP``, never those of the writer's own set; a restore also prunes the
+  counter-points of restore sets older than the newest ``VERSIONS_RESTORE_SETS_PER_APP``
+  unnamed ones, never those of the restore, the set it restored or the restore it undoes;
+- a pruned point's artifact's ``pruned_until`` moves forward, and the point is listed in its
+  set's ``pruned`` (an emptied set too: until it is removed it reads as pruned, never as
+  restorable, and naming or marking it is refused);
+- what each pruned point leaves is owed to the app's debt (``SweepDebt``: its blob, its set);
+- the pruner that makes a batch (the rows owed before it, with its own, reach
+  ``VERSIONS_SWEEP_BATCH``) settles the rows owed before it: sweeps their blobs, with its own
+  points' blobs, when nothing references them any more, and removes their sets left with no
+  point (unless named or marked as the release since), clearing what pointed at them; its own
+  points' sets are owed to the next batch. An app leaves at most a batch unsettled.
+
+Settling in batches was chosen by measurement (``bench_scale``'s ``prune_vs_write``; see
+docs/performance.md): on PostgreSQL it takes the sweep and the set removal off most writes at
+the limit; on SQLite it costs no more than settling at once. A top-level write on PostgreSQL
+runs these rules as one statement after its COMMIT (:func:`prune_after_commit`); everywhere
+else (SQLite's writes, restores, a write inside a larger transaction) :func:`prune` runs them
+statement by statement.
+"""
 
 from __future__ import annotations
 
@@ -114,23 +138,35 @@ def over_limit(app: App) -> bool:
     return _sql.count_unpinned(app.pk, keep + 1) > keep
 
 
+def settles(owed: int) -> bool:
+    """Whether a pruner settles the app's debt: when the rows the app owed before it
+    (counted up to the batch), with the one its pruning adds, make ``VERSIONS_SWEEP_BATCH``."""
+    return owed + 1 >= conf.sweep_batch()
+
+
 def prune(
     app: App,
     *,
     protect: Iterable[str] = (),
     counters: bool = False,
     excess: list[_sql.ExcessRow] | None = None,
+    settle: bool | None = None,
 ) -> int:
     """Prune the app's unpinned capture points beyond the newest N (``VERSIONS_POINTS_PER_APP``)
     and, with ``counters`` (after a restore), the counter-points of restore sets that are not
     among its newest ``VERSIONS_RESTORE_SETS_PER_APP`` unnamed ones; returns how many went.
+
+    Statement by statement: a write on SQLite (inside the write, whose lock serializes
+    writers), a write inside a larger transaction, a restore. A top-level write on PostgreSQL
+    runs the same rules as one statement (:func:`prune_after_commit`).
 
     ``protect``: sets none of whose points go (the writer's own turn, or a restore's sets):
     they count against the limit, and retention prunes older points of other sets instead —
     when only they are left, the app stays over the limit until the next write.
 
     ``excess``: the points beyond the limit, when the caller read them already (a write on
-    SQLite reads them with its lock).
+    SQLite reads them with its lock). ``settle``: whether this pruner settles the app's debt
+    (:func:`settles`, from the rows owed that the write read with its lock); None: counted here.
     """
     protected = set(protect)
     if excess is None:
@@ -150,25 +186,37 @@ def prune(
         by_set.setdefault(set_id, []).append({"pointId": point_id, "artifactId": artifact_id})
         if artifact_id not in newest_pruned or created_on > newest_pruned[artifact_id]:
             newest_pruned[artifact_id] = created_on
-    blobs = {row[1] for row in excess if row[1]}
-    # On PostgreSQL the statements travel together; only the sets' list waits for the
-    # emptied sets the delete before it reports.
+    if settle is None:
+        settle = settles(_sql.count_owed(app.pk, conf.sweep_batch()))
+    # On PostgreSQL the statements travel together; only the settling waits for the rows
+    # owed that the statement before it returns.
     with _sql.batch():
         _sql.lock_artifacts(app.pk, list(newest_pruned))
         _sql.delete_points(app.pk, [row[0] for row in excess])
         # pruned_until only ever moves forward (a point pinned for a while and pruned later
         # is older than what was pruned before it).
         _sql.advance_pruned_until(app.pk, newest_pruned)
-        # A set left with no points is gone with them (named or release sets are pinned, so
-        # never emptied; a restore set loses its counter-points all at once): never listed as
-        # restorable. One that lost some keeps the list, so Restore all can say which
-        # artifact's state before the turn was pruned.
-        emptied = _sql.delete_emptied_change_sets(sorted(by_set))
-        _sql.append_pruned(
-            app.pk, {set_id: gone for set_id, gone in by_set.items() if set_id not in emptied}
-        )
-        sweep_blobs(blobs)
+        # Every set a pruned point was in lists it, emptied or not: an emptied set lingers,
+        # listed as pruned (never as restorable), until the pruner that settles the debt.
+        _sql.append_pruned(app.pk, by_set)
+        _leave(app, excess, settle=settle)
     return len(excess)
+
+
+def _leave(app: App, gone: list[_sql.ExcessRow], *, settle: bool) -> None:
+    """Owe what the ``gone`` points leave to the app's debt, a row each: the blob it held and
+    its set. A settling pruner first settles the rows owed before it: it sweeps their blobs
+    with its own, and removes their sets left with no point (unless named or marked as the
+    release since), clearing what pointed at them; its own sets are owed to the next batch.
+    """
+    if not settle:
+        _sql.owe(app.pk, [(row[1] or "", row[2]) for row in gone])
+        return
+    owed = _sql.take_debt(app.pk)
+    own_sets = {row[2] for row in gone}
+    _sql.delete_emptied_change_sets(sorted({s for _b, s in owed if s and s not in own_sets}))
+    _sql.owe(app.pk, [("", row[2]) for row in gone])
+    sweep_blobs({blob for blob, _s in owed if blob} | {row[1] for row in gone if row[1]})
 
 
 def refresh_pins(*, set_ids: list[str] | None = None, point_ids: list[str] | None = None) -> None:

@@ -1,8 +1,8 @@
-"""A set a write's pruner left with no point (PostgreSQL, SPEC §17, §18).
+"""A set a write's pruner left with no point, on both databases.
 
-At the top level on PostgreSQL a write's pruner lists the points it removes in their sets and
-owes the emptied sets to the app's debt: the pruner that settles a batch removes them. Until
-then such a set is listed as pruned and never shown as restorable, through every door.
+A write's pruner lists the points it removes in their sets and owes the emptied sets to the
+app's debt: the pruner that settles a batch removes them. Until then such a set is listed as
+pruned and never shown as restorable, through every door.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from versions import services
 from versions.errors import Conflict, PreflightFailed
 from versions.models import App, Artifact, ChangeSet, RestorePoint, SweepDebt
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 PAGE = "pltf_page"
 
