@@ -553,3 +553,21 @@ def test_only_a_promoting_token_sees_and_uses_the_promote_tool(site):
         return {t.name for t in (await session.list_tools()).tools}
 
     assert "promote" not in run_session(site, site["token"], plain)
+
+
+def test_a_promoting_token_whose_user_may_not_promote_does_not_see_the_promote_tool(site):
+    # The token was made --can-promote, but its user holds neither the promote permission nor
+    # a role: the services say it may not promote, so tools/list does not offer the tool.
+    token = manage(
+        site["env"], "create_agent_token", "viewer", "--app", SLUG, "--can-promote"
+    ).stdout.splitlines()[-1]
+
+    async def script(session: ClientSession) -> dict[str, Any]:
+        tools = {t.name for t in (await session.list_tools()).tools}
+        return {"tools": tools, "promote": await call(session, "promote", dry_run=True)}
+
+    out = run_session(site, token, script)
+    assert out["tools"] >= TOOLS
+    assert "promote" not in out["tools"]
+    failed, _body = out["promote"]
+    assert failed

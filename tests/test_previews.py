@@ -10,10 +10,12 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import override_settings
 
-from versions import live
 from versions.errors import NotFound
 from versions.models import API_ROUTE, PAGE, STYLESHEET, App, Artifact
 from versions.services import (
+    PREVIEW_LINK_INVALID,
+    PREVIEW_NOT_ALLOWED,
+    add_member,
     name_point,
     preview_url,
     promote,
@@ -22,6 +24,9 @@ from versions.services import (
 )
 
 CSP = "sandbox allow-scripts allow-forms"
+# The live door answers a refused preview's words as a plain-text 404.
+NOT_ALLOWED = f"Not found. {PREVIEW_NOT_ALLOWED}"
+LINK_INVALID = f"Not found. {PREVIEW_LINK_INVALID}"
 
 
 def write(app, collection, name, source, run_id=None):
@@ -129,14 +134,32 @@ def test_an_anonymous_preview_of_any_other_state_is_a_404_in_words(client, histo
     ref = history.get(ref, ref)
     status, body = page(client, f"/apps/quotes/at/{ref}/")
     assert status == 404
-    assert body == live.PREVIEW_NOT_ALLOWED
+    assert body == NOT_ALLOWED
 
 
 def test_a_signed_in_person_without_the_view_permission_gets_a_404(
     client, history, django_user_model
 ):
     client.force_login(django_user_model.objects.create_user("stranger"))
-    assert page(client, "/apps/quotes/at/draft/") == (404, live.PREVIEW_NOT_ALLOWED)
+    assert page(client, "/apps/quotes/at/draft/") == (404, NOT_ALLOWED)
+
+
+def test_a_role_on_the_app_opens_its_previews_and_a_role_elsewhere_does_not(
+    client, history, django_user_model
+):
+    # Who may open a preview is the services' decision: a role on this app is enough (no
+    # global permission), a role on another app is not.
+    other = App.objects.create(slug="other", name="Other")
+    member = django_user_model.objects.create_user("member")
+    outsider = django_user_model.objects.create_user("outsider")
+    add_member(history["app"], role="viewer", username=member.username, by="setup")
+    add_member(other, role="owner", username=outsider.username, by="setup")
+    client.force_login(outsider)
+    assert page(client, "/apps/quotes/at/draft/") == (404, NOT_ALLOWED)
+    assert client.get("/apps/quotes/at/draft/api/quotes/9").status_code == 404
+    client.force_login(member)
+    assert page(client, "/apps/quotes/at/draft/") == (200, "<h1>v3</h1>\n")
+    assert client.get("/apps/quotes/at/draft/api/quotes/9").json()["v"] == "v2"
 
 
 def test_a_person_who_may_view_versions_previews_every_state(viewer, history):
@@ -192,7 +215,7 @@ def test_a_signed_link_opens_only_the_state_it_was_made_for(client, history):
     url = preview_url(history["app"], history["turn"])
     token = url.rstrip("/").rsplit("/", 1)[1]
     status, body = page(client, f"/apps/quotes/at/draft/s/{token}/")
-    assert (status, body) == (404, live.PREVIEW_LINK_INVALID)
+    assert (status, body) == (404, LINK_INVALID)
     other = App.objects.create(slug="other", name="Other")
     write(other, PAGE, "index", "theirs")
     assert page(client, f"/apps/other/at/{history['turn']}/s/{token}/")[0] == 404
@@ -200,7 +223,7 @@ def test_a_signed_link_opens_only_the_state_it_was_made_for(client, history):
 
 def test_a_tampered_signed_link_is_a_404(client, history):
     url = preview_url(history["app"], "draft")
-    assert page(client, url[:-3] + "xx/") == (404, live.PREVIEW_LINK_INVALID)
+    assert page(client, url[:-3] + "xx/") == (404, LINK_INVALID)
     assert page(client, "/apps/quotes/at/draft/s/garbage/")[0] == 404
 
 
@@ -209,7 +232,7 @@ def test_a_signed_link_expires(client, history, monkeypatch):
     assert page(client, url)[0] == 200
     later = time.time() + 3601
     monkeypatch.setattr(time, "time", lambda: later)
-    assert page(client, url) == (404, live.PREVIEW_LINK_INVALID)
+    assert page(client, url) == (404, LINK_INVALID)
 
 
 @override_settings(VERSIONS_PREVIEW_LINK_HOURS=2)

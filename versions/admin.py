@@ -1,6 +1,9 @@
 """Admin: apps, artifacts, points and sets browsable; history is never edited by hand.
 
-Artifact edits made here go through the capture service like every other write.
+Everything the admin writes goes through the services as the signed-in person's actor
+(``services.actor_for_user``), never as a trusted command: the services decide, and a refusal
+is shown in words with nothing saved. Artifact edits go through the capture service like every
+other write (they need the owner role on the app, or a superuser).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from versions import services
 from versions.errors import VersionsError
@@ -40,14 +43,72 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def _actor(request: HttpRequest) -> services.Actor:
+    """The signed-in person, as the services' actor."""
+    return services.actor_for_user(request.user)
+
+
+class ThroughServices(admin.ModelAdmin):
+    """A model the admin writes through the services: when they refuse, the refusal is shown
+    in words and the person is back on the form, with nothing saved and nothing logged."""
+
+    def refused(self, request: HttpRequest, exc: VersionsError) -> None:
+        messages.error(request, exc.message)
+        request._versions_refused = True  # type: ignore[attr-defined]
+
+    @staticmethod
+    def was_refused(request: HttpRequest) -> bool:
+        return bool(getattr(request, "_versions_refused", False))
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        if not self.was_refused(request):
+            super().save_related(request, form, formsets, change)
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return None if self.was_refused(request) else super().log_addition(request, obj, message)
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return None if self.was_refused(request) else super().log_change(request, obj, message)
+
+    def response_add(self, request: HttpRequest, obj: Any, post_url_continue: Any = None) -> Any:
+        if self.was_refused(request):
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request: HttpRequest, obj: Any) -> HttpResponse:
+        if self.was_refused(request):
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_change(request, obj)
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> Any:
+        if self.was_refused(request):
+            return HttpResponseRedirect(request.get_full_path().removesuffix("delete/"))
+        return super().response_delete(request, obj_display, obj_id)
+
+
 @admin.register(App)
-class AppAdmin(admin.ModelAdmin):
+class AppAdmin(ThroughServices):
+    """Apps: added and renamed through the services (adding one needs a superuser, renaming
+    it the owner role); an app's slug, in every address, never changes."""
+
     list_display = ["slug", "name", "release_set", "route_generation", "created_on"]
     search_fields = ["slug", "name"]
     readonly_fields = ["release_set", "route_generation", "created_on"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, *(["slug"] if obj is not None else [])]
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: App, form: Any, change: bool) -> None:
+        try:
+            if change:
+                services.rename_app(obj, obj.name, actor=_actor(request))
+            else:
+                obj.pk = services.add_app(obj.slug, obj.name, actor=_actor(request))[0].pk
+        except VersionsError as exc:
+            self.refused(request, exc)
 
 
 class ArtifactForm(forms.ModelForm):
@@ -66,7 +127,7 @@ class ArtifactForm(forms.ModelForm):
 
 
 @admin.register(Artifact)
-class ArtifactAdmin(admin.ModelAdmin):
+class ArtifactAdmin(ThroughServices):
     form = ArtifactForm
     list_display = ["name", "collection", "app", "deleted", "size", "updated_on", "updated_by"]
     list_filter = ["app", "collection", "deleted"]
@@ -77,18 +138,18 @@ class ArtifactAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: Artifact, form: Any, change: bool) -> None:
-        # The admin is one more writer: it goes through the capture service.
+        # The admin is one more writer: it goes through the capture service, as this person.
         try:
             receipt = services.write_artifact(
                 form.cleaned_data["app"],
                 form.cleaned_data["collection"],
                 form.cleaned_data["name"],
                 form.cleaned_data["source"],
-                requested_by=request.user.get_username(),
+                actor=_actor(request),
                 tool="admin",
             )
         except VersionsError as exc:
-            messages.error(request, exc.message)
+            self.refused(request, exc)
             return
         saved = Artifact.objects.get(
             app=form.cleaned_data["app"],
@@ -139,7 +200,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AppMembership)
-class AppMembershipAdmin(admin.ModelAdmin):
+class AppMembershipAdmin(ThroughServices):
     """Roles per app (SPEC §19), through the members service: the same checks as the panel's
     Members page (an app keeps its last owner) and every change in the app's audit log."""
 
@@ -152,7 +213,7 @@ class AppMembershipAdmin(admin.ModelAdmin):
         return ["app", "user", "group"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: AppMembership, form: Any, change: bool) -> None:
-        actor = services.actor_for_user(request.user)
+        actor = _actor(request)
         try:
             if change:
                 saved = services.change_role(obj.app, obj.pk, obj.role, actor=actor)
@@ -165,15 +226,15 @@ class AppMembershipAdmin(admin.ModelAdmin):
                     actor=actor,
                 )
         except VersionsError as exc:
-            messages.error(request, exc.message)
+            self.refused(request, exc)
             return
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: AppMembership) -> None:
         try:
-            services.remove_member(obj.app, obj.pk, actor=services.actor_for_user(request.user))
+            services.remove_member(obj.app, obj.pk, actor=_actor(request))
         except VersionsError as exc:
-            messages.error(request, exc.message)
+            self.refused(request, exc)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # One at a time, through the service: a bulk delete could remove an app's last owner.
@@ -224,9 +285,18 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke_selected(self, request: HttpRequest, queryset: Any) -> None:
+        """Revoke each token as this person: one who manages every app the token may act on."""
+        actor = _actor(request)
         for row in queryset:
-            _row, words = services.revoke_agent_token(str(row.pk))
-            messages.info(request, words)
+            try:
+                _row, words = services.revoke_app_token(str(row.pk), actor=actor)
+            except VersionsError as exc:
+                messages.error(request, exc.message)
+            else:
+                messages.info(request, words)
+
+    def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
+        """Every field is read-only: nothing to save (a token is revoked with the action)."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

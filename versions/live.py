@@ -64,15 +64,7 @@ ASSET_COLLECTIONS = {"css": STYLESHEET, "js": FRONTEND_MODULE}
 NOT_FOUND = "Not found."
 METHOD_NOT_ALLOWED = "This route does not answer {method}."
 ROUTE_FAILED = "This route could not be served. The error was logged on the server."
-PREVIEW_NOT_ALLOWED = (
-    "Not found. Previews of states other than production are for people who may view this "
-    "app's versions: sign in, or open a signed preview link from the panel."
-)
-PREVIEW_LINK_INVALID = (
-    "Not found. This preview link has expired or is not valid: open a new one from the panel."
-)
 MISSING_IN_STATE = "Not found: “{name}” is missing from this state. {reason}"
-VIEW_PERMISSION = "versions.view_changeset"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 _PARAM_SEGMENT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
 
@@ -410,20 +402,18 @@ _DEPLOYMENT_TABLES_KEPT = 64
 
 
 def _preview_app(request: HttpRequest, slug: str, ref: str, sig: str | None) -> App | HttpResponse:
-    """The app whose state ``ref`` the request may see, or the 404 in words it gets instead."""
+    """The app whose state ``ref`` the request may see, or the 404 in words it gets instead
+    (the services decide who may: :func:`versions.services.check_preview`)."""
     app = App.objects.filter(slug=slug).first()
     if app is None:
         return _not_found()
-    if ref == services.PRODUCTION:
-        return app  # production is public, as /apps/<slug>/ is
-    if sig is not None:
-        if services.preview_token_valid(app, ref, sig):
-            return app
-        return _not_found(PREVIEW_LINK_INVALID)
     user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated and user.has_perm(VIEW_PERMISSION):
-        return app
-    return _not_found(PREVIEW_NOT_ALLOWED)
+    actor = services.actor_for_user(user) if user is not None and user.is_authenticated else None
+    try:
+        services.check_preview(app, ref, actor=actor, signature=sig)
+    except NotFound as exc:
+        return _not_found(f"Not found. {exc.message}")
+    return app
 
 
 def _serve_state(

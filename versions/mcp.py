@@ -170,6 +170,16 @@ def client_tool_name(ctx: Context | None) -> str:
     return TOOL_PREFIX + (cleaned[:150] or UNKNOWN_CLIENT)
 
 
+def _may(authorise: Callable[..., tuple[services.Actor, Any]], action: str) -> bool:
+    """Whether the session's token may do ``action`` on its app, as the services say: a tool
+    it may never use is not listed."""
+    try:
+        actor, app = authorise()
+    except VersionsError:
+        return False
+    return actor.may(action, app)
+
+
 def build_server(app_slug: str, token: str) -> MCPServer:
     """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call."""
     session_run_id = f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
@@ -485,9 +495,9 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
         return call(body)
 
-    row = services.verify_token(token)
-    if row is not None and row.can_promote:
-        # Only a token made --can-promote sees the tool at all (SPEC §13).
+    if _may(authorise, services.PROMOTE):
+        # Only a token that may promote this app sees the tool at all: made --can-promote, and
+        # its user holds the promote permission or role (the services decide).
 
         @server.tool(annotations=changes_app)
         def promote(

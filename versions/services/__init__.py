@@ -6,6 +6,7 @@ themselves (``Forbidden`` / ``NotFound`` in words) and translate nothing into HT
 outside this package imports a module inside it: everything a caller needs is re-exported here.
 
 - ``access`` — the :class:`Actor` and the access checks;
+- ``apps`` — adding and renaming an app;
 - ``agent_writes`` — a change set's message, and a partial edit of an artifact (SPEC §15);
 - ``capture`` — every write records a restore point first (SPEC §3);
 - ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
@@ -62,6 +63,7 @@ from versions.services.agent_writes import (
     describe_change_set,
     edit_artifact,
 )
+from versions.services.apps import NO_NEW_APPS, add_app, rename_app
 from versions.services.capture import (
     ARTIFACT_NOT_FOUND,
     WriteReceipt,
@@ -89,6 +91,7 @@ from versions.services.members import (
     add_member,
     change_role,
     remove_member,
+    revoke_app_token,
     whom,
 )
 from versions.services.naming import (
@@ -103,10 +106,12 @@ from versions.services.naming import (
 from versions.services.receipts import read_receipt
 from versions.services.refs import (
     DRAFT,
+    PREVIEW_LINK_INVALID,
+    PREVIEW_NOT_ALLOWED,
     PRODUCTION,
     AppState,
     StateEntry,
-    preview_token_valid,
+    check_preview,
     preview_url,
     resolve_state,
     route_sources,
@@ -171,6 +176,10 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "NO_NEW_APPS",
+    "add_app",
+    "rename_app",
+    "revoke_app_token",
     "BAD_VIEWED_KEY",
     "NO_PERSON",
     "UNKNOWN_LAYOUT",
@@ -187,7 +196,9 @@ __all__ = [
     "deployment_history",
     "deployments",
     "event_receipt",
-    "preview_token_valid",
+    "check_preview",
+    "PREVIEW_LINK_INVALID",
+    "PREVIEW_NOT_ALLOWED",
     "preview_url",
     "production_notice",
     "promote",

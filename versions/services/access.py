@@ -33,7 +33,8 @@ NAME = "name"
 RESTORE = "restore"
 PROMOTE = "promote"
 MANAGE = "manage"
-# Writing artifacts: what agent tokens (and commands) do; no panel user writes artifacts.
+# Writing artifacts: what agent tokens (and commands) do. A person writes by hand only in the
+# admin, and only where they manage the app (an owner could hold a token and write with it).
 WRITE = "write"
 ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
 
@@ -179,6 +180,8 @@ class Actor:
 
     def may(self, action: str, app: App | None = None) -> bool:
         """Whether the actor may do ``action`` on ``app`` (on some app when ``app`` is None)."""
+        if action == WRITE and self.kind == USER:
+            action = MANAGE  # a person writes by hand where they manage the app
         if app is not None and not self.in_scope(app):
             return False
         if self.token is not None and app is not None:
@@ -227,9 +230,28 @@ class Actor:
             raise Forbidden(TOKEN_CANNOT_PROMOTE)
         if not self.may(action, app):
             message = NEEDS[action].format(who=self.who, slug=app.slug)
-            if action in ROLE_FOR and self.kind != COMMAND:
-                message += NEEDS_ROLE.format(role=ROLE_FOR[action])
+            role = ROLE_FOR.get(MANAGE if action == WRITE and self.kind == USER else action)
+            if role is not None and self.kind != COMMAND:
+                message += NEEDS_ROLE.format(role=role)
             raise Forbidden(message)
+
+    def abilities(self, app: App | None = None) -> dict[str, bool]:
+        """What the actor may do on ``app`` (without one: on every app, as workspaces need,
+        which belong to no app), for a door to offer only that; the services refuse the rest
+        anyway."""
+        if app is None:
+            return {
+                "can_change": NAME in self.everywhere,
+                "can_restore": restores_everywhere(self),
+                "can_manage": False,
+                "can_promote": False,
+            }
+        return {
+            "can_change": self.may(NAME, app),
+            "can_restore": self.may(RESTORE, app),
+            "can_manage": self.may(MANAGE, app),
+            "can_promote": self.may(PROMOTE, app),
+        }
 
 
 def roles_of(user: Any) -> dict[int, frozenset[str]]:

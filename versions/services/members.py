@@ -11,9 +11,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from versions.errors import InvalidInput, NotFound
-from versions.models import App, AppMembership, AuditEvent
+from versions.errors import Forbidden, InvalidInput, NotFound
+from versions.models import AgentToken, App, AppMembership, AuditEvent
 from versions.services.access import MANAGE, Actor, app_for
+from versions.services.tokens import find_agent_token, revoke_agent_token
 
 UNKNOWN_ROLE = "There is no role “{role}”: the roles are {roles}."
 UNKNOWN_USER = "There is no user “{name}”."
@@ -29,6 +30,7 @@ LAST_OWNER = (
 ADDED = "member_added"
 CHANGED = "member_role_changed"
 REMOVED = "member_removed"
+NO_TOKEN_APPS = "{who} may not revoke token {id}: it names no app, so only a superuser may."
 
 
 def whom(membership: AppMembership) -> str:
@@ -150,3 +152,18 @@ def remove_member(
         _keeps_an_owner(app_obj, membership)
         _audit(app_obj, REMOVED, _by(by, actor), membership, role=membership.role)
         membership.delete()
+
+
+def revoke_app_token(ref: str, *, actor: Actor | None = None) -> tuple[AgentToken, str]:
+    """Revoke the agent token named by id or prefix as ``actor``, who must manage every app
+    the token may act on (``Forbidden`` / ``NotFound`` in words otherwise); returns (its row,
+    what happened in words). Without an actor, a trusted command revokes it."""
+    if actor is not None:
+        row = find_agent_token(ref)
+        apps = list(row.apps.all())
+        if not apps and MANAGE not in actor.everywhere:
+            raise Forbidden(NO_TOKEN_APPS.format(who=actor.who, id=row.pk))
+        for app in apps:
+            app_for(app, actor=actor, action=MANAGE)
+        ref = str(row.pk)
+    return revoke_agent_token(ref)

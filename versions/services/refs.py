@@ -33,6 +33,7 @@ from versions.models import (
     DeploymentEntry,
     RestorePoint,
 )
+from versions.services.access import VIEW, Actor
 from versions.services.capture import resolve_app
 
 DRAFT = "draft"
@@ -55,6 +56,13 @@ MISSING_PRUNED = (
     "Missing: pruned. A restore point of it from after this state was pruned by retention "
     "(only the newest {keep} unpinned points of an app are kept), so its source in this state "
     "is gone."
+)
+PREVIEW_NOT_ALLOWED = (
+    "Previews of states other than production are for people who may view this app's "
+    "versions: sign in, or open a signed preview link from the panel."
+)
+PREVIEW_LINK_INVALID = (
+    "This preview link has expired or is not valid: open a new one from the panel."
 )
 PREVIEW_HOURS_INVALID = "A preview link is valid for 1 to 8,760 hours (got {hours})."
 
@@ -340,3 +348,18 @@ def preview_token_valid(app: App, ref: str, token: str) -> bool:
     if until < time.time():
         return False
     return constant_time_compare(signature, _signature(app, ref, expires))
+
+
+def check_preview(app: App, ref: str, *, actor: Actor | None, signature: str | None) -> None:
+    """Whether this caller may open the preview of ``ref`` of ``app``: production to anyone
+    (as ``/apps/<slug>/`` is), a signed link the state it was made for, every other state a
+    person who may view the app (a global permission or a role on it). ``NotFound`` in words
+    otherwise: a refused preview says nothing of the state."""
+    if ref == PRODUCTION:
+        return
+    if signature is not None:
+        if preview_token_valid(app, ref, signature):
+            return
+        raise NotFound(PREVIEW_LINK_INVALID)
+    if actor is None or not actor.may(VIEW, app):
+        raise NotFound(PREVIEW_NOT_ALLOWED)

@@ -12,6 +12,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from versions import conf
 from versions.diffing import DiffLine, Gap, Hunk
+from versions.formatting import kb
 from versions.models import COLLECTION_CHOICES
 
 register = template.Library()
@@ -75,14 +76,7 @@ def signed(n: int | None, sign: str) -> str:
     return f"{sign}{n or 0}"
 
 
-@register.filter
-def kb(size: int | None) -> str:
-    size = size or 0
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / 1024 / 1024:.2f} MB"
+register.filter("kb", kb)
 
 
 def rows_html(lines: list[DiffLine]) -> str:

@@ -123,21 +123,9 @@ def _sign_in_again(request: HttpRequest) -> HttpResponse:
 
 def perms(request: HttpRequest, app: App | None = None) -> dict[str, bool]:
     """What the signed-in person may do (on ``app``; without one, on every app — workspaces
-    belong to no app), for templates to hide the rest; the services refuse it anyway."""
-    actor = actor_of(request)
-    if app is None:
-        return {
-            "can_change": services.NAME in actor.everywhere,
-            "can_restore": services.restores_everywhere(actor),
-            "can_manage": False,
-            "can_promote": False,
-        }
-    return {
-        "can_change": actor.may(services.NAME, app),
-        "can_restore": actor.may(services.RESTORE, app),
-        "can_manage": actor.may(services.MANAGE, app),
-        "can_promote": actor.may(services.PROMOTE, app),
-    }
+    belong to no app), as the services decide it, for templates to hide the rest; the services
+    refuse it anyway."""
+    return actor_of(request).abilities(app)
 
 
 def render_tab(

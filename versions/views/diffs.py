@@ -11,9 +11,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from versions import conf, diffing, selectors, services
+from versions.formatting import kb
 from versions.models import RestorePoint
 from versions.selectors import ArtifactChange
-from versions.templatetags.versions_panel import kb
 from versions.views._common import actor_of, int_param, panel_view
 
 HUNKS_PER_PAGE = 20

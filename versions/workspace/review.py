@@ -26,7 +26,7 @@ from typing import Any
 
 from versions import conf, diffing, services
 from versions.errors import InvalidInput, NotFound, StaleWrite
-from versions.templatetags.versions_panel import kb
+from versions.formatting import kb
 
 from .changes_log import ChangesLogError, load_changes_log
 from .lock import changes_log_lock

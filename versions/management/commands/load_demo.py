@@ -57,7 +57,7 @@ def _read(relative: str) -> str:
 
 def load_demo(*, with_agent_turn: bool = True) -> App:
     """Create the demo app and its history; does nothing if it exists already."""
-    app, created = App.objects.get_or_create(slug=DEMO_SLUG, defaults={"name": DEMO_NAME})
+    app, created = services.add_app(DEMO_SLUG, DEMO_NAME, exist_ok=True)
     if not created:
         return app
     for collection, name, path in INITIAL:
@@ -87,7 +87,7 @@ def load_demo(*, with_agent_turn: bool = True) -> App:
 
 def load_second_app() -> App:
     """The second made-up app (a staff directory); does nothing if it exists already."""
-    app, created = App.objects.get_or_create(slug=SECOND_SLUG, defaults={"name": SECOND_NAME})
+    app, created = services.add_app(SECOND_SLUG, SECOND_NAME, exist_ok=True)
     if created:
         for collection, name, path in SECOND:
             services.write_artifact(

@@ -1,0 +1,63 @@
+"""Apps themselves: adding one and renaming it, for the admin and the demo loader.
+
+Who may: adding an app needs the ``manage`` action on every app (a superuser; an app nobody is
+a member of yet belongs to no owner), renaming one needs ``manage`` on it (its owners). A call
+without an actor acts as a trusted command, as scripts and ``load_demo`` do.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db import IntegrityError, transaction
+
+from versions.errors import Conflict, Forbidden, InvalidInput
+from versions.models import App
+from versions.services.access import MANAGE, ROLE_FOR, Actor, app_for
+
+SLUG_INVALID = "An app's slug is 1 to 50 lowercase letters, digits and hyphens (got “{slug}”)."
+APP_NAME_INVALID = "An app's name is 1 to 200 characters."
+APP_EXISTS = "There is already an app “{slug}”; nothing was created."
+NO_NEW_APPS = (
+    "{who} may not add apps: that needs the role “{role}” on every app (a superuser). "
+    "Nothing was created."
+)
+_SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def _checked_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise InvalidInput(APP_NAME_INVALID, field="name")
+    return name
+
+
+def add_app(
+    slug: object, name: object, *, actor: Actor | None = None, exist_ok: bool = False
+) -> tuple[App, bool]:
+    """Add the app ``slug`` named ``name``; returns (the app, whether it was made). With
+    ``exist_ok`` an app of that slug is returned as it is, else it is a ``Conflict``."""
+    if actor is not None and MANAGE not in actor.everywhere:
+        raise Forbidden(NO_NEW_APPS.format(who=actor.who, role=ROLE_FOR[MANAGE]))
+    if not isinstance(slug, str) or len(slug) > 50 or not _SLUG.match(slug):
+        raise InvalidInput(SLUG_INVALID.format(slug=slug), field="slug")
+    name = _checked_name(name)
+    existing = App.objects.filter(slug=slug).first()
+    if existing is not None:
+        if exist_ok:
+            return existing, False
+        raise Conflict(APP_EXISTS.format(slug=slug))
+    try:
+        with transaction.atomic():
+            return App.objects.create(slug=slug, name=name), True
+    except IntegrityError:  # added by another request meanwhile
+        if exist_ok:
+            return App.objects.get(slug=slug), False
+        raise Conflict(APP_EXISTS.format(slug=slug)) from None
+
+
+def rename_app(app: App | str, name: object, *, actor: Actor | None = None) -> App:
+    """Give ``app`` a new display name (its slug, in every address, never changes)."""
+    found = app_for(app, actor=actor, action=MANAGE)
+    found.name = _checked_name(name)
+    App.objects.filter(pk=found.pk).update(name=found.name)
+    return found
