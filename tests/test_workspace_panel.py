@@ -14,7 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from versions.workspace import ChangesTracker, lock, review
+from versions.workspace import ChangesTracker, lock, log_sets
 
 LOG = ".bug-changes.json"
 PHASE = "bug-fixing"
@@ -283,7 +283,7 @@ def test_binary_and_oversized_files_are_described_not_shown(
     write(repo, "img.bin", b"\x89PNG\x00\x09")
     tracker.record_modify(repo / "big.txt")
     write(repo, "big.txt", "y" * 5000 + "\n")
-    monkeypatch.setattr(review, "MAX_SHOWN_BYTES", 4096)
+    monkeypatch.setattr(log_sets, "MAX_SHOWN_BYTES", 4096)
     html = viewer.get(_log_url()).content.decode()
     assert "The backup is binary (7 bytes), so it is not shown as text." in html
     assert "over the 4.0 KB shown in the panel, so the diff is not shown." in html
@@ -298,8 +298,8 @@ def test_created_file_gone_and_created_folder(viewer: Client, repo) -> None:
     tracker.record_create(repo / "gone.txt")
     (repo / "gone.txt").unlink()
     html = viewer.get(_log_url()).content.decode()
-    assert review.CREATED_FOLDER in html
-    assert review.CREATED_GONE in html
+    assert log_sets.CREATED_FOLDER in html
+    assert log_sets.CREATED_GONE in html
 
 
 def test_more_hunks_and_unchanged_lines_load_on_demand(viewer: Client, repo, monkeypatch) -> None:
@@ -323,13 +323,13 @@ def test_more_hunks_and_unchanged_lines_load_on_demand(viewer: Client, repo, mon
     # After the file changes, an old page answers that the diff is stale.
     write(repo, "many.txt", many)
     stale = viewer.get(match.group(1).replace("&amp;", "&")).content.decode()
-    assert review.CHANGED_SINCE in stale
+    assert log_sets.CHANGED_SINCE in stale
 
 
 def test_a_log_with_many_files_shows_them_a_page_at_a_time(
     viewer: Client, repo, monkeypatch
 ) -> None:
-    monkeypatch.setattr(review, "FILES_PER_PAGE", 4)
+    monkeypatch.setattr(log_sets, "FILES_PER_PAGE", 4)
     tracker = ChangesTracker(repo / LOG, PHASE)
     for i in range(7):
         write(repo, f"pages/p{i}.txt", f"page {i} before\n")
@@ -495,7 +495,7 @@ def test_stale_confirmation_does_nothing(restorer: Client, phase, repo) -> None:
     after = snapshot(repo)
     response = restorer.post(_restore_url(), {"log_sha": sha}, headers={"HX-Request": "true"})
     assert response.status_code == 409
-    assert review.STALE_LOG in response.content.decode()
+    assert log_sets.STALE_LOG in response.content.decode()
     assert snapshot(repo) == after
 
 
@@ -559,7 +559,7 @@ def test_a_second_confirmation_while_one_runs_is_refused(restorer: Client, phase
 def test_a_rollback_from_the_panel_records_who_asked(
     restorer: Client, phase: dict[str, bytes], repo, caplog
 ) -> None:
-    with caplog.at_level("INFO", logger="versions.workspace.review"):
+    with caplog.at_level("INFO", logger="versions.workspace.log_sets"):
         report = _report(_confirm(restorer).content.decode())
     undo_log = json.loads(Path(report["undo_log"]).read_text())
     assert undo_log["metadata"]["requested_by"] == "restorer"

@@ -23,9 +23,9 @@ from versions.models import (
     Artifact,
     AuditEvent,
     ChangeSet,
+    ReadingPreference,
     ReleaseMark,
     RestorePoint,
-    ReviewPreference,
     ViewedMark,
 )
 
@@ -312,8 +312,8 @@ class PersonalAdmin(ReadOnlyAdmin):
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 
-@admin.register(ReviewPreference)
-class ReviewPreferenceAdmin(PersonalAdmin):
+@admin.register(ReadingPreference)
+class ReadingPreferenceAdmin(PersonalAdmin):
     list_display = ["user", "layout", "updated_on"]
     list_filter = ["layout"]
     search_fields = ["user__username"]

@@ -805,10 +805,10 @@ class DeploymentEvent(models.Model):
         return f"{self.kind} {self.from_deployment_id} → {self.to_deployment_id}"
 
 
-class ReviewPreference(models.Model):
+class ReadingPreference(models.Model):
     """How a person reads comparisons (SPEC §16): unified or split, kept across sign-ins.
 
-    Written through :mod:`versions.services.review` only; a person without a row reads unified.
+    Written through :mod:`versions.services.reading` only; a person without a row reads unified.
     """
 
     UNIFIED = "unified"
@@ -817,7 +817,7 @@ class ReviewPreference(models.Model):
     LAYOUT_CHOICES = [(UNIFIED, "Unified: old and new lines in one column"), (SPLIT, "Split")]
 
     user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="review_preference"
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reading_preference"
     )
     layout = models.CharField(max_length=8, choices=LAYOUT_CHOICES, default=UNIFIED)
     updated_on = models.DateTimeField(auto_now=True)
@@ -826,7 +826,7 @@ class ReviewPreference(models.Model):
         ordering = ["user"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(layout__in=["unified", "split"]), name="reviewpreference_known_layout"
+                condition=Q(layout__in=["unified", "split"]), name="readingpreference_known_layout"
             ),
         ]
 

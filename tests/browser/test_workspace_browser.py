@@ -173,16 +173,16 @@ def test_roll_back_a_phase_from_the_panel(page, make_user, sign_in, workspace) -
 def test_while_a_rollback_runs_the_panel_says_so_and_its_button_is_disabled(
     page, make_user, sign_in, workspace, monkeypatch
 ) -> None:
-    from versions.workspace import review
+    from versions.workspace import log_sets
 
     release = threading.Event()
-    real_rollback = review.rollback
+    real_rollback = log_sets.rollback
 
     def slow_rollback(*args, **kwargs):
         release.wait(30)  # until the test has seen the page while it waits
         return real_rollback(*args, **kwargs)
 
-    monkeypatch.setattr(review, "rollback", slow_rollback)
+    monkeypatch.setattr(log_sets, "rollback", slow_rollback)
     make_user("rvaid", superuser=True)
     sign_in(page, "rvaid")
     page.locator("#workspaces").get_by_role("link", name="bugfix").click()

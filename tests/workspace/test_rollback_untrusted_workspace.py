@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 from rollback_helpers import commit_all, git, phase_log, write
 
-from versions.workspace import OutsideWorkspaceError, open_for_reading, review, rollback
+from versions.workspace import OutsideWorkspaceError, log_sets, open_for_reading, rollback
 
 rollback_module = importlib.import_module("versions.workspace.rollback")
 safeio = importlib.import_module("versions.workspace.safeio")
@@ -343,7 +343,7 @@ def test_the_panel_answers_in_words_when_the_rollback_raises_value_error(
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise ValueError("'/elsewhere/app.ts' is not in the subpath of the workspace")
 
-    monkeypatch.setattr(review, "rollback", boom)
+    monkeypatch.setattr(log_sets, "rollback", boom)
     response = client.post(url, {"log_sha": sha.group(1)}, headers={"HX-Request": "true"})
 
     assert response.status_code == 200
@@ -354,6 +354,6 @@ def test_the_panel_diff_does_not_show_an_outside_file_behind_a_symlink(
     panel_ws: Path, outside: Path
 ) -> None:
     (panel_ws / "link.txt").symlink_to(outside / "secret.txt")
-    side = review.read_side(path=panel_ws / "link.txt", root=panel_ws)
+    side = log_sets.read_side(path=panel_ws / "link.txt", root=panel_ws)
     assert side.state == "special"
-    assert review.content_digest(path=panel_ws / "link.txt", root=panel_ws) is None
+    assert log_sets.content_digest(path=panel_ws / "link.txt", root=panel_ws) is None

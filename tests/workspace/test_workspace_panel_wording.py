@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from rollback_helpers import write, write_log
 
-from versions.workspace import review
+from versions.workspace import log_sets
 
 WS = "demo"
 BUG_LOG = ".bug-changes.json"
@@ -248,7 +248,7 @@ def test_a_file_a_later_phase_changed_again_says_rolling_back_removes_that_too(
     _feature_phase(ws)
     html = _expanded(panel)
     app = _file_section(html, "src/app.ts")
-    assert review.CHANGED_LATER.format(
+    assert log_sets.CHANGED_LATER.format(
         later="phase “feature” (.feature-changes.json)"
     ) in app.replace("&quot;", '"')
     assert "// feature" in app  # the diff itself still runs backup → now

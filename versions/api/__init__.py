@@ -1,6 +1,6 @@
-"""The agent API (SPEC §7): ``routes`` (the endpoints), ``schemas`` (request and response
+"""The agent API (SPEC §7): ``endpoints`` (the routes of the API), ``schemas`` (request and response
 shapes), ``errors`` (the one error → status table)."""
 
-from versions.api.routes import api, api_home, json_method_not_allowed, no_such_endpoint
+from versions.api.endpoints import api, api_home, json_method_not_allowed, no_such_endpoint
 
 __all__ = ["api", "api_home", "json_method_not_allowed", "no_such_endpoint"]

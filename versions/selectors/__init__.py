@@ -12,7 +12,7 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.set_states` — a set's own diff: before it → right after it;
 - :mod:`~versions.selectors.release` — the release and what changed since it;
 - :mod:`~versions.selectors.members` — who has which role on an app;
-- :mod:`~versions.selectors.review` — a person's comparison layout and Viewed marks.
+- :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks.
 """
 
 from versions.selectors.agent import (
@@ -103,6 +103,7 @@ from versions.selectors.production import (
     production_overview,
     promotion_line_counts,
 )
+from versions.selectors.reading import ReadingState, reading_layout, reading_state, viewed_keys
 from versions.selectors.release import (
     NO_RELEASE,
     SinceRelease,
@@ -111,7 +112,6 @@ from versions.selectors.release import (
     release_set,
     since_release,
 )
-from versions.selectors.review import ReviewState, review_layout, review_state, viewed_keys
 from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
 from versions.selectors.states import (
     ADDED,
@@ -130,9 +130,9 @@ from versions.selectors.states import (
 )
 
 __all__ = [
-    "ReviewState",
-    "review_layout",
-    "review_state",
+    "ReadingState",
+    "reading_layout",
+    "reading_state",
     "viewed_keys",
     "APPS_PER_PAGE",
     "app_page",

@@ -15,7 +15,7 @@ outside this package imports a module inside it: everything a caller needs is re
 - ``flow`` — the one restore flow every door runs (SPEC §12);
 - ``members`` — people's roles per app (SPEC §19);
 - ``naming`` — names and the release mark;
-- ``review`` — a person's comparison layout and Viewed marks (SPEC §16);
+- ``reading`` — a person's comparison layout and Viewed marks (SPEC §16);
 - ``retention`` — pruning and pins;
 - ``routes`` — the route-save path (SPEC §5);
 - ``tokens`` — agent tokens;
@@ -104,6 +104,14 @@ from versions.services.naming import (
     unmark_release,
 )
 from versions.services.receipts import read_receipt
+from versions.services.reading import (
+    BAD_VIEWED_KEY,
+    NO_PERSON,
+    UNKNOWN_LAYOUT,
+    VIEWED_KEPT,
+    mark_viewed,
+    set_reading_layout,
+)
 from versions.services.refs import (
     DRAFT,
     PREVIEW_LINK_INVALID,
@@ -142,14 +150,6 @@ from versions.services.revert import (
     merge_texts,
     revert_change_set,
 )
-from versions.services.review import (
-    BAD_VIEWED_KEY,
-    NO_PERSON,
-    UNKNOWN_LAYOUT,
-    VIEWED_KEPT,
-    mark_viewed,
-    set_review_layout,
-)
 from versions.services.routes import RouteSpec, parse_route_spec
 from versions.services.tokens import (
     DEFAULT_EXPIRY_DAYS,
@@ -185,7 +185,7 @@ __all__ = [
     "UNKNOWN_LAYOUT",
     "VIEWED_KEPT",
     "mark_viewed",
-    "set_review_layout",
+    "set_reading_layout",
     "PRODUCTION_STILL_SERVES",
     "TOKEN_CANNOT_PROMOTE",
     "DRAFT",

@@ -2,7 +2,7 @@
 and a "Viewed" mark per file.
 
 The layout (unified / split) and the Viewed marks are the signed-in person's, kept across
-sign-ins (``services.set_review_layout`` / ``services.mark_viewed``, read back through the
+sign-ins (``services.set_reading_layout`` / ``services.mark_viewed``, read back through the
 selectors).
 """
 
@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from versions import diffing, services
 from versions.errors import InvalidInput, NotFound
-from versions.selectors import blob_sources, review_state
+from versions.selectors import blob_sources, reading_state
 from versions.selectors import compare as comparing
 from versions.views._common import actor_of, app_of, int_param, is_fragment, panel_view, perms
 from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff, is_cached, pair_key
@@ -39,7 +39,7 @@ def layout_of(request: HttpRequest, remembered: str) -> str:
     if asked in LAYOUTS:
         if asked != remembered:
             try:
-                services.set_review_layout(actor=actor_of(request), layout=asked)
+                services.set_reading_layout(actor=actor_of(request), layout=asked)
             except InvalidInput:
                 pass  # not a person: shown this once, kept nowhere
         return asked
@@ -146,7 +146,7 @@ def _comparison(request: HttpRequest, slug: str, refs: str) -> comparing.Compari
 def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
     """The two states' differences, file by file."""
     cmp = _comparison(request, slug, refs)
-    prefs = review_state(request.user, (viewed_key(f) for f in cmp.files))
+    prefs = reading_state(request.user, (viewed_key(f) for f in cmp.files))
     viewed = prefs.viewed
     sources = load_sources(cmp.files[:INLINE_FILES])
     files = [
@@ -192,7 +192,7 @@ def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -
     cmp = _comparison(request, slug, refs)
     file = _file(cmp, artifact_id)
     url = _file_url(cmp, file)
-    prefs = review_state(request.user, [viewed_key(file)])
+    prefs = reading_state(request.user, [viewed_key(file)])
     layout, viewed = layout_of(request, prefs.layout), prefs.viewed
     viewed_url = reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec])
     ctx: dict[str, Any] = {"app": cmp.app, "cmp": cmp, "layout": layout, "viewed_url": viewed_url}

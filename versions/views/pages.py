@@ -13,7 +13,7 @@ from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
 from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import build_diff, prepare
-from versions.workspace import review
+from versions.workspace import log_sets
 
 
 @require_GET
@@ -30,7 +30,7 @@ def home(request: HttpRequest) -> HttpResponse:
                 request.GET.get("page"),
             ),
             "q": request.GET.get("q", "").strip()[:100],
-            "workspace_cards": review.workspace_cards(),
+            "workspace_cards": log_sets.workspace_cards(),
         },
     )
 

@@ -1,4 +1,4 @@
-"""Workspaces in the panel (SPEC §9): thin adapters over `versions.workspace.review`, which
+"""Workspaces in the panel (SPEC §9): thin adapters over `versions.workspace.log_sets`, which
 lists the changes logs, reads their file sides, checks who may roll back and rolls back; these
 views render it. `panel_view` turns its NotFound and Forbidden into the panel's 404 and 403."""
 
@@ -20,7 +20,7 @@ from versions.views._common import (
     panel_view,
     perms,
 )
-from versions.workspace import review
+from versions.workspace import log_sets
 
 
 def _stale(request: HttpRequest, exc: StaleWrite) -> HttpResponse:
@@ -31,7 +31,7 @@ def _stale(request: HttpRequest, exc: StaleWrite) -> HttpResponse:
 @panel_view
 def workspaces(request: HttpRequest) -> HttpResponse:
     """Every registered workspace (the same cards as on the home page)."""
-    ctx = {"workspace_cards": review.workspace_cards()}
+    ctx = {"workspace_cards": log_sets.workspace_cards()}
     return render(request, "versions/workspace_list.html", ctx)
 
 
@@ -39,13 +39,13 @@ def workspaces(request: HttpRequest) -> HttpResponse:
 @panel_view
 def workspace(request: HttpRequest, name: str) -> HttpResponse:
     """One workspace: its changes logs as change-set rows, newest first."""
-    listing = review.workspace_listing(name=name)
+    listing = log_sets.workspace_listing(name=name)
     refresh = list_refresh(request)
     ctx = {
         "ws": listing.ws,
         "rows": listing.rows,
         "missing": listing.missing,
-        "max_logs": review.MAX_LOGS,
+        "max_logs": log_sets.MAX_LOGS,
         "refresh_url": refresh["refresh_url"],
         # Rows are "log-<key>"; panel.js names an open one by its key.
         "open_ids": {f"log-{key}" for key in refresh["open_ids"]},
@@ -54,12 +54,12 @@ def workspace(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "versions/workspace_page.html", ctx)
 
 
-def _log_context(request: HttpRequest, state: review.LogState, **extra: Any) -> dict[str, Any]:
+def _log_context(request: HttpRequest, state: log_sets.LogState, **extra: Any) -> dict[str, Any]:
     return {
         "ws": state.ref.workspace,
         "ref": state.ref,
         "st": state,
-        "files": review.files_page(state=state, start=0),
+        "files": log_sets.files_page(state=state, start=0),
         "expanded": True,
         **perms(request),
         **extra,
@@ -70,7 +70,7 @@ def _log_context(request: HttpRequest, state: review.LogState, **extra: Any) -> 
 @panel_view
 def workspace_log(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
     """One changes log expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
-    state = review.open_log(workspace=name, kind=kind, log=log)
+    state = log_sets.open_log(workspace=name, kind=kind, log=log)
     if is_fragment(request) and request.GET.get("collapsed"):
         ctx = {"ws": state.ref.workspace, "st": state, "ref": state.ref, **perms(request)}
         return render(request, "versions/partials/_workspace_log_row.html", ctx)
@@ -84,8 +84,8 @@ def workspace_log(request: HttpRequest, name: str, kind: str, log: str) -> HttpR
 @panel_view
 def workspace_files(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
     """The next page of a log's file diffs, from ``?start=`` (behind "Show the next files")."""
-    state = review.open_log(workspace=name, kind=kind, log=log)
-    files = review.files_page(state=state, start=int_param(request.GET.get("start")))
+    state = log_sets.open_log(workspace=name, kind=kind, log=log)
+    files = log_sets.files_page(state=state, start=int_param(request.GET.get("start")))
     ctx = {"ref": state.ref, "files": files}
     return render(request, "versions/partials/_workspace_files.html", ctx)
 
@@ -96,9 +96,9 @@ def workspace_diff_page(
     request: HttpRequest, name: str, kind: str, log: str, file_id: str
 ) -> HttpResponse:
     """The next page of hunks of one file's backup→current diff."""
-    state = review.open_log(workspace=name, kind=kind, log=log)
+    state = log_sets.open_log(workspace=name, kind=kind, log=log)
     try:
-        diff = review.diff_page(
+        diff = log_sets.diff_page(
             state=state,
             file_id=file_id,
             page=int_param(request.GET.get("page"), 1),
@@ -115,9 +115,9 @@ def workspace_diff_context(
     request: HttpRequest, name: str, kind: str, log: str, file_id: str
 ) -> HttpResponse:
     """Unchanged lines behind an "N unchanged lines" expander."""
-    state = review.open_log(workspace=name, kind=kind, log=log)
+    state = log_sets.open_log(workspace=name, kind=kind, log=log)
     try:
-        context = review.diff_context(
+        context = log_sets.diff_context(
             state=state,
             file_id=file_id,
             seen_key=request.GET.get("now"),
@@ -136,13 +136,13 @@ def workspace_diff_context(
 def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> HttpResponse:
     """GET: the dialog with the seed's confirmation summary. POST: Confirm restore, the report."""
     actor = actor_of(request)
-    state = review.log_for_rollback(workspace=name, kind=kind, log=log, actor=actor)
+    state = log_sets.log_for_rollback(workspace=name, kind=kind, log=log, actor=actor)
     if request.method == "GET":
         ctx = {
             "ws": state.ref.workspace,
             "ref": state.ref,
             "st": state,
-            "outline": review.rollback_outline(state=state),
+            "outline": log_sets.rollback_outline(state=state),
             **perms(request),
         }
         if is_fragment(request):
@@ -150,7 +150,9 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
         return render(request, "versions/workspace_confirm_page.html", ctx)
 
     try:
-        outcome = review.rollback_log(state=state, log_sha=request.POST.get("log_sha"), actor=actor)
+        outcome = log_sets.rollback_log(
+            state=state, log_sha=request.POST.get("log_sha"), actor=actor
+        )
     except (StaleWrite, Conflict) as exc:  # Conflict first: it is an InvalidInput too
         return _after(request, state, {"error": exc.message}, status=409)
     except InvalidInput as exc:
@@ -167,7 +169,7 @@ def workspace_restore(request: HttpRequest, name: str, kind: str, log: str) -> H
 
 
 def _after(
-    request: HttpRequest, state: review.LogState, extra: dict[str, Any], status: int = 200
+    request: HttpRequest, state: log_sets.LogState, extra: dict[str, Any], status: int = 200
 ) -> HttpResponse:
     ctx = _log_context(request, state, **extra)
     if not is_fragment(request):

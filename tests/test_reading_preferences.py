@@ -98,7 +98,7 @@ def test_unmarking_is_kept_too_and_a_changed_file_is_unread_in_a_new_session(app
 
 
 def test_each_person_keeps_only_the_newest_marks(app, turns, monkeypatch):
-    monkeypatch.setattr("versions.services.review.VIEWED_KEPT", 3)
+    monkeypatch.setattr("versions.services.reading.VIEWED_KEPT", 3)
     user = _person("rvaid")
     actor = services.actor_for_user(user)
     keys = [f"{app.pk}:{n}:{'0' * 64}:{'1' * 64}" for n in range(5)]
@@ -115,10 +115,10 @@ def test_the_services_refuse_what_is_not_a_persons_preference(app):
     user = _person("rvaid")
     actor = services.actor_for_user(user)
     with pytest.raises(InvalidInput) as caught:
-        services.set_review_layout(actor=actor, layout="sideways")
+        services.set_reading_layout(actor=actor, layout="sideways")
     assert caught.value.message == services.UNKNOWN_LAYOUT.format(layout="sideways")
     with pytest.raises(InvalidInput) as caught:
-        services.set_review_layout(actor=services.command_actor(), layout="split")
+        services.set_reading_layout(actor=services.command_actor(), layout="split")
     assert caught.value.message == services.NO_PERSON
     other = App.objects.create(slug="other", name="Other")
     with pytest.raises(InvalidInput) as caught:

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from versions.errors import InvalidInput
-from versions.models import App, ReviewPreference, ViewedMark
+from versions.models import App, ReadingPreference, ViewedMark
 from versions.services.access import VIEW, Actor
 
 UNKNOWN_LAYOUT = "A comparison is read “unified” or “split”, not “{layout}”."
@@ -30,12 +30,12 @@ def _person(actor: Actor) -> Any:
     return user
 
 
-def set_review_layout(*, actor: Actor, layout: str) -> str:
+def set_reading_layout(*, actor: Actor, layout: str) -> str:
     """Remember how ``actor``'s person reads comparisons (``unified`` or ``split``)."""
-    if layout not in ReviewPreference.LAYOUTS:
+    if layout not in ReadingPreference.LAYOUTS:
         raise InvalidInput(UNKNOWN_LAYOUT.format(layout=layout), field="layout")
     user = _person(actor)
-    ReviewPreference.objects.update_or_create(user=user, defaults={"layout": layout})
+    ReadingPreference.objects.update_or_create(user=user, defaults={"layout": layout})
     return layout
 
 

@@ -7,18 +7,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from versions.models import ReviewPreference, ViewedMark
+from versions.models import ReadingPreference, ViewedMark
 
 # Keys asked for in one query (SQLite's bound on a query's parameters is far above it).
 _KEYS_PER_QUERY = 500
 
 
-def review_layout(user: Any) -> str:
+def reading_layout(user: Any) -> str:
     """``unified`` or ``split``: how ``user`` last chose to read comparisons (unified at first)."""
     if not getattr(user, "is_authenticated", False):
-        return ReviewPreference.UNIFIED
-    layout = ReviewPreference.objects.filter(user=user).values_list("layout", flat=True).first()
-    return layout if layout in ReviewPreference.LAYOUTS else ReviewPreference.UNIFIED
+        return ReadingPreference.UNIFIED
+    layout = ReadingPreference.objects.filter(user=user).values_list("layout", flat=True).first()
+    return layout if layout in ReadingPreference.LAYOUTS else ReadingPreference.UNIFIED
 
 
 def viewed_keys(user: Any, keys: Iterable[str]) -> set[str]:
@@ -36,32 +36,32 @@ def viewed_keys(user: Any, keys: Iterable[str]) -> set[str]:
 
 
 @dataclass(frozen=True)
-class ReviewState:
+class ReadingState:
     """What a comparison page needs of the person: their layout and the files marked Viewed."""
 
     layout: str
     viewed: frozenset[str]
 
 
-def review_state(user: Any, keys: Iterable[str]) -> ReviewState:
-    """``review_layout`` and ``viewed_keys`` together, in one query for up to 500 keys."""
+def reading_state(user: Any, keys: Iterable[str]) -> ReadingState:
+    """``reading_layout`` and ``viewed_keys`` together, in one query for up to 500 keys."""
     wanted = list(dict.fromkeys(keys))
     if not getattr(user, "is_authenticated", False):
-        return ReviewState(ReviewPreference.UNIFIED, frozenset())
+        return ReadingState(ReadingPreference.UNIFIED, frozenset())
     if len(wanted) > _KEYS_PER_QUERY:
-        return ReviewState(review_layout(user), frozenset(viewed_keys(user, wanted)))
+        return ReadingState(reading_layout(user), frozenset(viewed_keys(user, wanted)))
     # A layout never contains ":", a mark always does: one UNION ALL tells them apart.
     # The trailing order_by() keeps Meta.ordering off the combined query: Django 6.1 applies a
     # model's default ordering after the UNION, and "user" is not a selected column there.
-    layout = ReviewPreference.objects.filter(user=user).order_by().values_list("layout", flat=True)
+    layout = ReadingPreference.objects.filter(user=user).order_by().values_list("layout", flat=True)
     marks = (
         ViewedMark.objects.filter(user=user, key__in=wanted)
         .order_by()
         .values_list("key", flat=True)
     )
     rows = set(layout.union(marks, all=True).order_by()) if wanted else set(layout)
-    chosen = [row for row in rows if row in ReviewPreference.LAYOUTS]
-    return ReviewState(
-        chosen[0] if chosen else ReviewPreference.UNIFIED,
+    chosen = [row for row in rows if row in ReadingPreference.LAYOUTS]
+    return ReadingState(
+        chosen[0] if chosen else ReadingPreference.UNIFIED,
         frozenset(row for row in rows if ":" in row),
     )
