@@ -1,7 +1,7 @@
-"""Production settings refuse to start unsafe (SPEC §17): with DJANGO_DEBUG=0 a missing secret
-key or any-host ALLOWED_HOSTS stops manage.py and gunicorn with a message; VERSIONS_HTTPS=1 turns
-on Secure cookies, HSTS and the SSL redirect; the README's production settings pass
-``check --deploy`` with no warning."""
+"""Production settings refuse to start unsafe (SPEC §17): with DJANGO_DEBUG=0 a missing, short or
+repetitive secret key, or an ALLOWED_HOSTS of any host or a whole top-level domain, stops
+manage.py and gunicorn with a message; VERSIONS_HTTPS=1 turns on Secure cookies, HSTS and the
+SSL redirect; the README's production settings pass ``check --deploy`` with no warning."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from versions_site.settings import HOSTS_NOT_NAMED, NO_SECRET_KEY
+from versions_site.settings import (
+    HOST_IS_A_WHOLE_DOMAIN,
+    HOSTS_NOT_NAMED,
+    NO_SECRET_KEY,
+    WEAK_SECRET_KEY,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GUNICORN = Path(sys.executable).with_name("gunicorn")
@@ -60,6 +65,35 @@ def test_production_without_a_key_or_named_hosts_does_not_start(values, message)
     done = manage(clean_env(DJANGO_DEBUG="0", **values), "check")
     assert done.returncode != 0
     assert f"ImproperlyConfigured: {message}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "length", "distinct"),
+    [("k" * 49, 49, 1), ("abcd" * 20, 80, 4), (secrets.token_urlsafe(30), 40, None)],
+)
+def test_production_on_a_short_or_repetitive_key_does_not_start(key, length, distinct):
+    env = clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY=key, DJANGO_ALLOWED_HOSTS="v.example")
+    done = manage(env, "check")
+    assert done.returncode != 0
+    distinct = len(set(key)) if distinct is None else distinct
+    message = WEAK_SECRET_KEY.format(length=length, distinct=distinct)
+    assert f"ImproperlyConfigured: {message}" in done.stderr
+
+
+@pytest.mark.parametrize("host", [".com", "com", ".ORG", "v.example,.io"])
+def test_production_allowing_a_whole_top_level_domain_does_not_start(host):
+    env = clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY=KEY, DJANGO_ALLOWED_HOSTS=host)
+    done = manage(env, "check")
+    assert done.returncode != 0
+    named = host.split(",")[-1]
+    assert f"ImproperlyConfigured: {HOST_IS_A_WHOLE_DOMAIN.format(host=named)}" in done.stderr
+
+
+@pytest.mark.parametrize("hosts", [".v.example", "localhost,127.0.0.1,[::1]", "testserver"])
+def test_production_starts_with_a_strong_key_and_hosts_of_its_own(hosts):
+    env = clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY=KEY, DJANGO_ALLOWED_HOSTS=hosts)
+    done = manage(env, "check")
+    assert done.returncode == 0, done.stderr
 
 
 def test_gunicorn_does_not_start_on_the_development_key():

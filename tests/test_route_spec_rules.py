@@ -1,6 +1,6 @@
 """Route specs cannot reach the proxy (SPEC §17): headers a proxy acts on, header values that
-are not visible ASCII, more than 8 KB of headers, 1xx statuses and dot segments are refused when
-saved, and a stored spec that breaks the rules is not served."""
+are not visible ASCII, more than 50 headers or 8 KB of them, 1xx statuses and dot segments are
+refused when saved, and a stored spec that breaks the rules is not served."""
 
 from __future__ import annotations
 
@@ -90,6 +90,16 @@ def test_headers_of_more_than_8_kb_in_all_are_refused(client, save):
     save("fits", {"method": "GET", "path": "/fits", "headers": fits, "body": 1})
     response = client.get("/apps/quotes/api/fits")
     assert response.status_code == 200 and response["X-A"] == "a" * 4000
+
+
+def test_more_than_50_headers_are_refused_in_words(client, save):
+    many = {f"X-H{n}": "1" for n in range(500)}
+    message = refused(save, {"method": "GET", "path": "/many", "headers": many, "body": 1})
+    assert message == "The route sets 500 headers; a route may set at most 50."
+    fifty = {f"X-H{n}": "1" for n in range(50)}
+    save("fifty", {"method": "GET", "path": "/fifty", "headers": fifty, "body": 1})
+    response = client.get("/apps/quotes/api/fifty")
+    assert response.status_code == 200 and response["X-H49"] == "1"
 
 
 @pytest.mark.parametrize("status", [100, 101, 103, 199, 600])

@@ -291,6 +291,15 @@ class Artifact(models.Model):
     app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="artifacts", db_index=False)
     collection = models.CharField(max_length=32, choices=COLLECTION_CHOICES)
     name = models.CharField(max_length=200)
+    skeleton = models.CharField(
+        max_length=1000,
+        blank=True,
+        db_default="",  # rows inserted in bulk (COPY) without it are still valid
+        help_text=(
+            "What the name looks like (its confusable skeleton, Unicode TS #39): a new name "
+            "that looks like another of the same collection is refused."
+        ),
+    )
     blob = models.ForeignKey(
         Blob,
         null=True,
@@ -326,6 +335,10 @@ class Artifact(models.Model):
 
     class Meta:
         ordering = ["collection", "name"]
+        indexes = [
+            # Read only when an artifact is made, to refuse a look-alike name.
+            models.Index(fields=["app", "collection", "skeleton"], name="artifact_look_per_app"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["app", "collection", "name"], name="artifact_unique_per_app"

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+import django
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -35,10 +36,39 @@ HOSTS_NOT_NAMED = (
     "DJANGO_DEBUG=0 needs the host names the site answers to: set DJANGO_ALLOWED_HOSTS to them, "
     "comma-separated (e.g. versions.example.com), never “*”. The server did not start."
 )
+WEAK_SECRET_KEY = (
+    "DJANGO_DEBUG=0 needs a strong secret key: DJANGO_SECRET_KEY has {length} characters, "
+    "{distinct} of them different, and needs at least 50 characters and 5 different ones "
+    "(python -c 'import secrets; print(secrets.token_urlsafe(50))'). The server did not start."
+)
+HOST_IS_A_WHOLE_DOMAIN = (
+    "DJANGO_ALLOWED_HOSTS names “{host}”, a whole top-level domain: a request for any site "
+    "under it would be taken for this one. Name the site's own host instead (e.g. "
+    "versions.example.com). The server did not start."
+)
 if not DEBUG and SECRET_KEY == _DEVELOPMENT_KEY:
     raise ImproperlyConfigured(NO_SECRET_KEY)
 if not DEBUG and (not ALLOWED_HOSTS or "*" in ALLOWED_HOSTS):
     raise ImproperlyConfigured(HOSTS_NOT_NAMED)
+# A short or repetitive key can be guessed offline from one signed cookie.
+if not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    raise ImproperlyConfigured(
+        WEAK_SECRET_KEY.format(length=len(SECRET_KEY), distinct=len(set(SECRET_KEY)))
+    )
+
+
+def _whole_top_level_domain(host: str) -> bool:
+    """``.com`` (every site under com) or ``com``; ``localhost`` and ``testserver`` (Django's
+    test client) are names of this machine, not domains."""
+    label = host.removeprefix(".")
+    if "." in label or ":" in label:  # a dotted name, an IPv4 or an [IPv6] address
+        return False
+    return host.startswith(".") or label.lower() not in ("localhost", "testserver")
+
+
+for _host in ALLOWED_HOSTS if not DEBUG else ():
+    if _whole_top_level_domain(_host):
+        raise ImproperlyConfigured(HOST_IS_A_WHOLE_DOMAIN.format(host=_host))
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
@@ -65,6 +95,11 @@ MIDDLEWARE = [
     # refuses NUL in text: it would be a 500).
     "versions.nul_guard.nul_guard",
     "django.middleware.security.SecurityMiddleware",
+    # The panel's Content-Security-Policy (below); the live app's answers get their own
+    # sandbox policy from the middleware above, which runs after this one on the way out.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware"
+    if django.VERSION >= (6, 0)
+    else "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -143,14 +178,20 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Sign-in throttling (SPEC §17), per account and per address: after AXES_FAILURE_LIMIT failures
-# within the lock time, sign-in pauses for that long, and each try during the pause restarts it.
+# Sign-in throttling (docs/operations.md): AXES_FAILURE_LIMIT failures for one account from one
+# address pause that pair, VERSIONS_SIGNIN_ADDRESS_FAILURE_LIMIT failures from one address
+# (whatever the accounts) pause the address, each for AXES_COOLOFF_TIME from the last failed
+# try; tries during a pause are refused without being counted, so they do not extend it. An
+# account's failures from other addresses never count against a right password from this one.
 # The attempts live in the database, so the count holds across gunicorn workers and servers.
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_HANDLER = "versions.signin_throttle.PairAndAddressHandler"
 AXES_FAILURE_LIMIT = int(os.environ.get("VERSIONS_SIGNIN_FAILURE_LIMIT", "5"))
+VERSIONS_SIGNIN_ADDRESS_FAILURE_LIMIT = int(
+    os.environ.get("VERSIONS_SIGNIN_ADDRESS_FAILURE_LIMIT", "20")
+)
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("VERSIONS_SIGNIN_LOCK_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
-AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]  # the handler's order
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # A success does not wipe the count: an attacker with an account of their own could otherwise
 # reset their address's failures between guesses.
 AXES_RESET_ON_SUCCESS = False
@@ -159,7 +200,8 @@ AXES_LOCKOUT_CALLABLE = "versions.views.signin.signin_locked"
 AXES_CLIENT_IP_CALLABLE = "versions.views.signin.client_address"
 AXES_VERBOSE = False
 # Behind N reverse proxies that each append to X-Forwarded-For, failures are counted by the
-# address the outermost proxy saw; 0 (direct) counts by the connecting address.
+# address the outermost proxy saw; 0 (direct) counts by the connecting address and ignores
+# X-Forwarded-For, which any client can write.
 VERSIONS_PROXY_COUNT = int(os.environ.get("VERSIONS_PROXY_COUNT", "0"))
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -181,6 +223,25 @@ if VERSIONS_HTTPS:
     SECURE_HSTS_PRELOAD = os.environ.get("VERSIONS_HSTS_PRELOAD", "0") == "1"
 if os.environ.get("VERSIONS_TRUST_X_FORWARDED_PROTO", "0") == "1":
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# The panel's Content-Security-Policy: scripts, styles and frames from this site only, never
+# inline (an injected <script> or onclick= does not run), and only this site may frame the
+# panel. Django 6 has CSP of its own (SECURE_CSP); on Django 5.2 django-csp sends the same
+# policy. Favicons and the icons of the API docs are data: images.
+PANEL_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "frame-ancestors": ["'self'"],
+    "form-action": ["'self'"],
+    "base-uri": ["'self'"],
+    "object-src": ["'none'"],
+}
+if django.VERSION >= (6, 0):
+    SECURE_CSP = PANEL_CSP
+else:
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": PANEL_CSP}
 
 # A refused CSRF check explains itself in the panel's words instead of Django's debug page.
 CSRF_FAILURE_VIEW = "versions.views._common.csrf_failure"

@@ -39,11 +39,20 @@ def browser() -> Iterator:
 
 
 class PageProblems:
-    """What must never happen on a page: a JS dialog (XSS), a script error."""
+    """What must never happen on a page: a JS dialog (XSS), a script error, anything the
+    Content-Security-Policy refused (an inline script, style or handler the panel relied on)."""
 
     def __init__(self) -> None:
         self.dialogs: list[str] = []
         self.errors: list[str] = []
+        self.csp: list[str] = []
+
+    def on_console(self, message) -> None:
+        if "Content Security Policy" in message.text:
+            self.csp.append(f"{message.text} ({message.location.get('url', '')})")
+
+    def assert_none_refused(self) -> None:
+        assert self.csp == [], f"the Content-Security-Policy refused: {self.csp}"
 
 
 @pytest.fixture
@@ -84,6 +93,7 @@ def _new_page(browser, problems: PageProblems, width: int = 1280, height: int = 
 
     page.on("dialog", on_dialog)
     page.on("pageerror", lambda exc: problems.errors.append(str(exc)))
+    context.on("console", problems.on_console)  # every page of the context, frames included
     return context, page
 
 
@@ -101,6 +111,7 @@ def page(browser, live_server, transactional_db, problems: PageProblems) -> Iter
     _close(context, pg)
     assert problems.dialogs == [], f"a JavaScript dialog opened: {problems.dialogs}"
     assert problems.errors == [], f"script errors on the page: {problems.errors}"
+    problems.assert_none_refused()
 
 
 @pytest.fixture
@@ -109,6 +120,7 @@ def phone_page(browser, live_server, transactional_db, problems: PageProblems) -
     yield pg
     _close(context, pg)
     assert problems.dialogs == [], f"a JavaScript dialog opened: {problems.dialogs}"
+    problems.assert_none_refused()
 
 
 @pytest.fixture
@@ -212,6 +224,7 @@ def sized_page(request, browser, live_server, transactional_db, problems):
     yield page
     _close(context, page)
     assert problems.errors == [], problems.errors
+    problems.assert_none_refused()
 
 
 @pytest.fixture

@@ -100,11 +100,22 @@ def test_every_panel_state_passes_axe_on_a_phone(phone_page, live_server, make_u
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-def test_workspaces_pass_axe(browser, live_server, make_user, sign_in, axe, workspace, width):  # noqa: F811
+def test_workspaces_pass_axe(
+    browser,
+    live_server,
+    make_user,
+    sign_in,
+    axe,
+    workspace,  # noqa: F811
+    width,
+    problems,
+):
     context = browser.new_context(viewport={"width": width, "height": 900})
+    context.on("console", problems.on_console)
     page = context.new_page()
     page.set_default_timeout(10_000)
     make_user("rvaid", superuser=True)
     sign_in(page, "rvaid")
     _walk_workspace(page, live_server, axe)
     context.close()
+    problems.assert_none_refused()

@@ -4,6 +4,7 @@ the MCP server. Fixed queries whatever the number of rows."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,12 +48,18 @@ def list_artifacts(app: App, *, include_deleted: bool = False) -> list[dict[str,
     return [artifact_summary(a) for a in rows]
 
 
+def name_spellings(name: str) -> set[str]:
+    """``name`` as asked and in NFC, the form writes store it in (an artifact written before
+    names were normalised keeps the spelling it was written in)."""
+    return {name, unicodedata.normalize("NFC", name)}
+
+
 def read_artifact(app: App, collection: str, name: str) -> dict[str, Any]:
     """One live artifact with its source; NotFound for an unknown or deleted one (the caller
     validated the collection and name)."""
     artifact = (
         Artifact.objects.select_related("blob__base")
-        .filter(app=app, collection=collection, name=name)
+        .filter(app=app, collection=collection, name__in=name_spellings(name))
         .first()
     )
     if artifact is None:

@@ -21,7 +21,12 @@ from versions import conf
 from versions.diffing import line_ops
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, Artifact, ChangeSet, Deployment, DeploymentEntry, RestorePoint
-from versions.selectors.agent import ARTIFACT_NOT_FOUND, artifact_summary, point_out
+from versions.selectors.agent import (
+    ARTIFACT_NOT_FOUND,
+    artifact_summary,
+    name_spellings,
+    point_out,
+)
 from versions.selectors.panel import blob_sources
 from versions.selectors.set_states import set_states
 from versions.selectors.states import NOT_STORED, PRUNED, state_at
@@ -70,7 +75,9 @@ _DEPLOYMENT_REF = re.compile(r"^(production|dp_[0-9a-z]{1,14}_[0-9a-z]{1,16})$")
 
 def _artifact(app: App, collection: str, name: str) -> Artifact:
     """The artifact (a tombstone too: its history is still there), or NotFound."""
-    found = Artifact.objects.filter(app=app, collection=collection, name=name).first()
+    found = Artifact.objects.filter(
+        app=app, collection=collection, name__in=name_spellings(name)
+    ).first()
     if found is None:
         raise NotFound(ARTIFACT_NOT_FOUND.format(collection=collection, name=name, slug=app.slug))
     return found

@@ -95,7 +95,7 @@ def edit_artifact(
     ``old_text`` is empty, missing or not unique; nothing is written then.
     """
     validate_collection(collection)
-    validate_name(name)
+    name = validate_name(name)
     for field, value in (("old_text", old_text), ("new_text", new_text)):
         if not isinstance(value, str):
             raise InvalidInput(EDIT_NOT_TEXT.format(field=field), field=field)

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from versions.errors import Conflict, Forbidden, InvalidInput
 from versions.models import App
 from versions.services.access import MANAGE, ROLE_FOR, Actor, app_for
+from versions.services.validation import check_new_app_slug
 
 SLUG_INVALID = "An app's slug is 1 to 50 lowercase letters, digits and hyphens (got “{slug}”)."
 APP_NAME_INVALID = "An app's name is 1 to 200 characters."
@@ -46,6 +47,7 @@ def add_app(
         if exist_ok:
             return existing, False
         raise Conflict(APP_EXISTS.format(slug=slug))
+    check_new_app_slug(slug)  # not one that looks like another app's
     try:
         with transaction.atomic():
             return App.objects.create(slug=slug, name=name), True

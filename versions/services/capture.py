@@ -11,12 +11,14 @@ from django.db import IntegrityError, connection, transaction
 
 from versions import conf, ids, rawsql
 from versions.diffing import count_line_changes
-from versions.errors import NotFound, StaleWrite
+from versions.errors import InvalidInput, NotFound, StaleWrite
 from versions.models import API_ROUTE, App, Artifact, ChangeSet
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
 from versions.services.access import WRITE, Actor, app_for, principal
 from versions.services.validation import (
+    NAME_LOOKS_LIKE,
+    check_new_name,
     encode_source,
     validate_collection,
     validate_message,
@@ -247,12 +249,14 @@ def _lock(
 
     row = lock()
     if row is None and create:
+        skeleton = _refuse_a_look_alike(app, collection, name)
         Artifact.objects.bulk_create(
             [
                 Artifact(
                     app=app,
                     collection=collection,
                     name=name,
+                    skeleton=skeleton,
                     blob=None,
                     sha256="",
                     deleted=True,
@@ -264,6 +268,25 @@ def _lock(
         row = lock()
         assert row is not None
     return row
+
+
+def _refuse_a_look_alike(app: App, collection: str, name: str) -> str:
+    """The new artifact's skeleton, or InvalidInput: spaces around the name, or naming the
+    artifact of the collection it looks like (a tombstone too: it can be restored). Only a new
+    artifact pays this query."""
+    skeleton = check_new_name(name)
+    existing = (
+        Artifact.objects.filter(app=app, collection=collection, skeleton=skeleton)
+        .exclude(name=name)
+        .values_list("name", flat=True)
+        .first()
+    )
+    if existing is not None:
+        raise InvalidInput(
+            NAME_LOOKS_LIKE.format(name=name, existing=existing, collection=collection),
+            field="name",
+        )
+    return skeleton
 
 
 def _old_bytes(row: _sql.ArtifactRow) -> bytes:
@@ -525,7 +548,7 @@ def write_artifact(
     the turn's message, kept by its change set when it has none yet (SPEC §15).
     """
     validate_collection(collection)
-    validate_name(name)
+    name = validate_name(name)
     raw = encode_source(source)
     app = _writable(app, actor)
     who = _Who.of(
@@ -578,7 +601,7 @@ def delete_artifact(
 ) -> WriteReceipt:
     """Delete an artifact: it becomes a tombstone behind a restore point. Nothing is erased."""
     validate_collection(collection)
-    validate_name(name)
+    name = validate_name(name)
     app = _writable(app, actor)
     who = _Who.of(
         _requester(requested_by, actor), tool, run_id, turn_id, actor=actor, message=message

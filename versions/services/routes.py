@@ -101,6 +101,10 @@ _PROXY_HEADERS = frozenset(
     }
 )
 MAX_HEADER_BYTES = 8192
+# Past a few dozen headers, clients and proxies give up on a response (many cap the count):
+# a route of 500 one-byte headers fits in 8 KB and still breaks them.
+MAX_HEADERS = 50
+SPEC_TOO_MANY_HEADERS = "The route sets {count} headers; a route may set at most {limit}."
 _NOT_CUSTOM = frozenset({"x-content-type-options", "x-frame-options", "x-xss-protection"})
 _VISIBLE = re.compile(r"[\x20-\x7e]*")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # RFC 9110 field names
@@ -174,6 +178,10 @@ def parse_route_spec(source: str) -> RouteSpec:
         for k, v in headers.items()
     ):
         raise InvalidSpec(SPEC_BAD_HEADERS, field="source")
+    if len(headers) > MAX_HEADERS:
+        raise InvalidSpec(
+            SPEC_TOO_MANY_HEADERS.format(count=len(headers), limit=MAX_HEADERS), field="source"
+        )
     for name, value in headers.items():
         problem = header_problem(name, value)
         if problem:

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import json
+import threading
 import unicodedata
+
+import icu
 
 from versions import conf
 from versions.errors import InvalidInput, TooLarge
-from versions.models import COLLECTIONS
+from versions.models import COLLECTIONS, App
 
 UNKNOWN_COLLECTION = "Unknown collection “{collection}”. Use one of: {choices}."
 NAME_EMPTY = "The artifact name is empty. Give it a name such as “index”."
 NAME_BLANK = (
     "The artifact name is only spaces (got {name}): give it a name people can see, such as “index”."
+)
+NAME_EDGE_SPACES = (
+    "Artifact names cannot begin or end with spaces (got “{name}”): nobody could see them in a "
+    "list. Name it “{stripped}”. Nothing was written."
+)
+NAME_LOOKS_LIKE = (
+    "The name “{name}” looks like “{existing}”, which this app already has among its "
+    "{collection} artifacts: people could not tell the two apart. Write to “{existing}”, or "
+    "choose a name that looks different. Nothing was written."
+)
+SLUG_LOOKS_LIKE = (
+    "The slug “{slug}” looks like the slug of the app “{existing}”: people could not tell the "
+    "two apart. Choose a slug that looks different."
 )
 NAME_HAS_SLASH = "Artifact names cannot contain “/” (got “{name}”)."
 NAME_HAS_CONTROL = "Artifact names cannot contain control characters (found {char} at {pos})."
@@ -51,10 +67,15 @@ def validate_collection(collection: object) -> str:
 
 
 def validate_name(name: object) -> str:
+    """The artifact name as stored: in Unicode's composed form (NFC), so that one name typed
+    two ways is one artifact; or an InvalidInput saying what is wrong with it. A new name is
+    held to more (:func:`check_new_name`)."""
     if not isinstance(name, str) or name == "":
         raise InvalidInput(NAME_EMPTY, field="name")
     if not name.strip():
         raise InvalidInput(NAME_BLANK.format(name=json.dumps(name)), field="name")
+    if not name.isascii():
+        name = unicodedata.normalize("NFC", name)
     if len(name) > 200:
         raise InvalidInput(NAME_TOO_LONG.format(length=len(name)), field="name")
     if "/" in name:
@@ -67,6 +88,36 @@ def validate_name(name: object) -> str:
                 NAME_HAS_CONTROL.format(char=f"U+{ord(char):04X}", pos=pos + 1), field="name"
             )
     return name
+
+
+_spoof = threading.local()
+
+
+def name_skeleton(name: str) -> str:
+    """What ``name`` looks like: the confusable skeleton of Unicode TS #39 (ICU's, so its data
+    follows ICU's Unicode version) of the name's compatibility form, NFKC, which makes
+    full-width letters plain ones. Two names with one skeleton look alike to people."""
+    checker = getattr(_spoof, "checker", None)
+    if checker is None:  # one per thread: cheap to make, and nothing shared between threads
+        checker = _spoof.checker = icu.SpoofChecker()
+    return str(checker.getSkeleton(0, unicodedata.normalize("NFKC", name)))
+
+
+def check_new_name(name: str) -> str:
+    """A new artifact's name, already through :func:`validate_name`: refused (InvalidInput)
+    with spaces around it; else its skeleton. Older artifacts named so keep their names."""
+    if name != name.strip():
+        raise InvalidInput(NAME_EDGE_SPACES.format(name=name, stripped=name.strip()), field="name")
+    return name_skeleton(name)
+
+
+def check_new_app_slug(slug: str) -> None:
+    """Refuse (InvalidInput) a new app's slug that looks like an existing app's."""
+    skeleton = name_skeleton(slug)
+    # Apps are made by hand and seldom: their slugs are read, not indexed by look.
+    for existing in App.objects.exclude(slug=slug).values_list("slug", flat=True).iterator():
+        if name_skeleton(existing) == skeleton:
+            raise InvalidInput(SLUG_LOOKS_LIKE.format(slug=slug, existing=existing), field="slug")
 
 
 def encode_source(source: object) -> bytes:

@@ -12,14 +12,21 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import Resolver404, resolve
 
-# Sign-in is throttled by django-axes (SPEC §17), its attempts kept in the database so that the
-# count holds across every server process: after AXES_FAILURE_LIMIT failures for one account
-# or from one address within the lock time, sign-in is refused with this message. Every
-# failure is logged (Axes' "Access failures" in the admin, and the server log).
+# Sign-in is throttled by django-axes (versions/signin_throttle.py), its attempts kept in the
+# database so that the count holds across every server process: failures pause one account
+# from one address, and many failures from one address pause that address, each for a fixed
+# time from the last failed try. Every failure is logged (Axes' "Access failures" in the
+# admin, and the server log).
 SIGNIN_LOCKED = (
-    "Too many failed sign-ins for this account or from this address. Sign-in is paused for "
-    "{minutes} minutes; every new try during the pause starts the {minutes} minutes again. "
-    "An administrator can lift the pause in the admin (Access attempts)."
+    "Too many failed sign-ins for this account from this address. Signing in to it from here "
+    "is paused for {minutes} minutes after the last failed try; tries during the pause do not "
+    "make it longer, and signing in from elsewhere is not affected. An administrator can lift "
+    "the pause in the admin (Access attempts)."
+)
+SIGNIN_ADDRESS_LOCKED = (
+    "Too many failed sign-ins from this address, for one account or several. Signing in from "
+    "here is paused for {minutes} minutes after the last failed try; tries during the pause do "
+    "not make it longer. An administrator can lift the pause in the admin (Access attempts)."
 )
 LOCKED_STATUS = 429
 
@@ -53,11 +60,13 @@ def signin_locked(
 ) -> HttpResponse:
     """Axes' lock-out answer: the sign-in page again, with the pause said in words (429)."""
     form = AuthenticationForm(request)
+    by_address = getattr(request, "versions_address_locked", False)  # signin_throttle sets it
+    message = SIGNIN_ADDRESS_LOCKED if by_address else SIGNIN_LOCKED
     username = (credentials or {}).get("username") or request.POST.get("username", "")
     form.fields["username"].initial = username
     context = {
         "form": form,
-        "locked_message": SIGNIN_LOCKED.format(minutes=_lock_minutes()),
+        "locked_message": message.format(minutes=_lock_minutes()),
         "next": request.POST.get("next", request.GET.get("next", "")),
     }
     return render(request, "registration/login.html", context, status=LOCKED_STATUS)
