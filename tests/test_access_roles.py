@@ -73,7 +73,7 @@ def _snapshot() -> tuple:
         ChangeSet.objects.count(),
         tuple(ChangeSet.objects.order_by("id").values_list("name", flat=True)),
         App.objects.values_list("release_set_id", flat=True).first(),
-        AuditEvent.objects.exclude(kind__startswith="member_").count(),
+        AuditEvent.objects.exclude(action__startswith="member_").count(),
     )
 
 

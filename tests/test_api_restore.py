@@ -97,7 +97,7 @@ def test_restore_all_refused_when_reviewed_hash_drifted_answers_409_with_finding
     assert body["restoredFromSet"] == turn and body["written"] == 0
     assert body["findings"][0]["name"] == "index"
     assert sources(app)["index"] == "<h1>after</h1>\n"
-    assert AuditEvent.objects.filter(kind="preflight_failed").exists()
+    assert AuditEvent.objects.filter(action="preflight_failed").exists()
 
 
 def test_restore_all_with_a_malformed_expected_key_answers_400(restorer, app, turn):

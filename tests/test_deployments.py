@@ -301,7 +301,7 @@ def test_promoting_a_state_with_an_unstored_source_is_refused(app):
     )
     assert exc.value.answer()["kind"] == "preflight_failed"
     assert_nothing_promoted(app, None)
-    assert AuditEvent.objects.filter(app=app, kind="promotion_refused").count() == 1
+    assert AuditEvent.objects.filter(app=app, action="promotion_refused").count() == 1
 
 
 @override_settings(VERSIONS_POINTS_PER_APP=2)

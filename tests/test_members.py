@@ -37,9 +37,9 @@ def test_an_owner_adds_a_user_and_a_group_and_each_change_is_audited(app, owner)
     services.change_role(app, group.pk, "restorer", actor=actor)
     services.remove_member(app, group.pk, actor=actor)
     events = list(
-        AuditEvent.objects.filter(app=app, kind__startswith="member_")
-        .order_by("pk")
-        .values_list("kind", "by", "data")
+        AuditEvent.objects.filter(app=app, action__startswith="member_")
+        .order_by("seq")
+        .values_list("action", "actor_name", "details")
     )
     assert events[1:] == [
         ("member_added", "olga", {"whom": "user “rita”", "role": "reviewer"}),

@@ -32,8 +32,8 @@ def test_a_named_set_pins_its_points_and_is_audited(app, receipt):
     cs = services.name_change_set(receipt.change_set_id, "  Quote   list ", by="rvaid")
     assert cs.name == "Quote list"
     assert RestorePoint.objects.get(id=receipt.restore_point_id).pinned
-    event = AuditEvent.objects.get(kind="set_named")
-    assert (event.by, event.data) == ("rvaid", {"name": "Quote list"})
+    event = AuditEvent.objects.get(action="set_named")
+    assert (event.actor_name, event.details) == ("rvaid", {"name": "Quote list"})
 
 
 def test_names_are_refused_in_words(app, receipt):

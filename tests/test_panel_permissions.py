@@ -242,4 +242,4 @@ def test_restore_with_a_drifted_expected_hash_is_refused_and_lists_the_finding(
     assert response.status_code == 409
     assert "Nothing was written" in html and "changed since you reviewed it" in html
     assert _state() == before
-    assert AuditEvent.objects.filter(kind="preflight_failed").exists()
+    assert AuditEvent.objects.filter(action="preflight_failed").exists()

@@ -256,8 +256,8 @@ def test_preflight_refuses_when_a_release_source_was_not_stored(app):
     # Nothing written, not even index, which alone would have been restorable.
     same_state(before, snapshot(app))
     assert (RestorePoint.objects.count(), ChangeSet.objects.count()) == (points, sets)
-    event = AuditEvent.objects.get(app=app, kind="preflight_failed")
-    assert event.change_set_ref == release and event.data["scope"] == "since_release"
+    event = AuditEvent.objects.get(app=app, action="preflight_failed")
+    assert event.targets == [release] and event.details["scope"] == "since_release"
 
 
 @override_settings(VERSIONS_MAX_STORED_BYTES=1000)

@@ -342,7 +342,7 @@ def test_a_dry_run_never_raises_it_lists_findings(seeded):
     preview = restore_change_set(set_id, by="p", dry_run=True, expected={"pltf_page/index": "0"})
     assert preview.kind == "dry_run"
     assert [f.name for f in preview.findings] == ["index"]
-    assert not AuditEvent.objects.filter(kind="preflight_failed").exists()
+    assert not AuditEvent.objects.filter(action="preflight_failed").exists()
 
 
 def test_a_dry_run_of_a_recreation_says_recreate(app):

@@ -199,10 +199,10 @@ def test_a_refused_preflight_is_kept_in_the_apps_audit_log(app):
 
     data = refused(set_id, expected={"pltf_page/index": "0" * 64})
 
-    event = AuditEvent.objects.get(app=app, kind="preflight_failed")
-    assert event.by == "rvaid"
-    assert event.change_set_ref == set_id
-    assert event.data == data
+    event = AuditEvent.objects.get(app=app, action="preflight_failed")
+    assert event.actor_name == "rvaid"
+    assert event.targets == [set_id]
+    assert event.details == data
 
 
 @pytest.mark.django_db(transaction=True)
@@ -217,7 +217,7 @@ def test_the_audit_event_survives_the_rolled_back_restore_transaction():
 
     # Committed: visible from a fresh transaction.
     with transaction.atomic():
-        assert AuditEvent.objects.filter(app=app, kind="preflight_failed").count() == 1
+        assert AuditEvent.objects.filter(app=app, action="preflight_failed").count() == 1
     assert ChangeSet.objects.filter(kind=ChangeSet.RESTORE).count() == 0
 
 

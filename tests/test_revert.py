@@ -117,7 +117,7 @@ def test_overlapping_later_change_is_a_conflict_naming_the_later_set_and_writes_
     assert refused.value.receipt.as_dict()["revertedSet"] == set_a
     assert source(app, "index") == edit(BASE, 2, "bob two")
     assert counts() == points
-    assert AuditEvent.objects.filter(kind="preflight_failed", change_set_ref=set_a).exists()
+    assert AuditEvent.objects.filter(action="preflight_failed", targets=[set_a]).exists()
 
 
 def test_a_conflict_in_one_artifact_of_five_writes_nothing(app):

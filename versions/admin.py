@@ -213,8 +213,8 @@ class ReleaseMarkAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["app", "kind", "change_set_ref", "by", "on"]
-    list_filter = ["kind", "app"]
+    list_display = ["seq", "app", "action", "actor_kind", "actor_name", "targets", "created_on"]
+    list_filter = ["action", "actor_kind", "app"]
 
 
 @admin.register(AppMembership)

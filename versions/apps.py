@@ -14,3 +14,5 @@ class VersionsConfig(AppConfig):
         from versions import conf
 
         conf.sweep_batch()
+        # Sign-in, sign-out, failed sign-ins and lock-outs go to the audit trail.
+        from versions import signals  # noqa: F401

@@ -12,14 +12,18 @@ from __future__ import annotations
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import zstandard
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
+
+from versions.audit_chain import GENESIS, event_document, event_hash, event_id
+from versions.ids import datetime_to_ms
 
 # Collections of an app's artifacts (SPEC §2).
 PAGE = "pltf_page"
@@ -585,24 +589,6 @@ class SweepDebt(models.Model):
         return f"{self.blob_id or '-'} / {self.change_set_id or '-'} (app {self.app_id})"
 
 
-class AuditEvent(models.Model):
-    """Things worth a paper trail that are not writes: refused pre-flights, names, marks."""
-
-    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="audit_events")
-    kind = models.CharField(max_length=40)
-    by = models.CharField(max_length=150, blank=True)
-    on = models.DateTimeField(auto_now_add=True)
-    change_set_ref = models.CharField(max_length=48, blank=True)
-    data = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-on", "-id"]
-        indexes = [models.Index(fields=["app", "-on"], name="audit_app_recent")]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.change_set_ref}"
-
-
 class AgentToken(models.Model):
     """A bearer token for the agent API and MCP server, scoped to apps; stored hashed."""
 
@@ -641,6 +627,197 @@ class AgentToken(models.Model):
         if self.expires_on is not None and self.expires_on <= (now or timezone.now()):
             return "expired"
         return "active"
+
+
+class AuditChainHead(models.Model):
+    """The audit trail's latest event (one row): appending an event locks it, so two writers
+    never chain onto the same ``prev_hash``, and ``verify_audit`` knows where the chain ends
+    (a deleted latest event is found missing)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    seq = models.BigIntegerField(default=0, help_text="The latest event's number (0: none).")
+    hash = models.CharField(max_length=64, default=GENESIS, help_text="The latest event's hash.")
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.hash[:12]}"
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def append(
+        self,
+        *,
+        action: str,
+        actor_kind: str,
+        actor_name: str,
+        app: App | None = None,
+        app_id: int | None = None,
+        actor_user_id: int | None = None,
+        actor_token_id: int | None = None,
+        targets: Sequence[str] = (),
+        reason: str = "",
+        details: Mapping[str, Any] | None = None,
+        address: str = "",
+        user_agent: str = "",
+    ) -> AuditEvent:
+        """Append one event to the chain, in the caller's transaction (or one of its own): lock
+        the chain's head, hash the event onto it, move the head. Three statements."""
+        if app is not None:
+            app_id, slug = app.pk, app.slug
+        elif app_id is not None:
+            slug = App.objects.values_list("slug", flat=True).get(pk=app_id)
+        else:
+            slug = None
+        with transaction.atomic(savepoint=False):
+            head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
+            if head is None:
+                latest = self.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
+                AuditChainHead.objects.get_or_create(
+                    pk=1, defaults={"seq": latest[0], "hash": latest[1]}
+                )
+                head = AuditChainHead.objects.select_for_update().get(pk=1)
+            now = timezone.now()
+            event = AuditEvent(
+                id=event_id(datetime_to_ms(now)),
+                seq=head.seq + 1,
+                app_id=app_id,
+                actor_kind=actor_kind,
+                actor_name=actor_name[:200],
+                actor_user_id=actor_user_id,
+                actor_token_id=actor_token_id,
+                action=action,
+                targets=[str(t) for t in targets],
+                reason=reason,
+                details=dict(details or {}),
+                address=(address or "")[:45],
+                user_agent=(user_agent or "")[:300],
+                created_on=now,
+                prev_hash=head.hash,
+            )
+            event.hash = event_hash(event.prev_hash, event.document(slug))
+            event.save(force_insert=True)
+            AuditChainHead.objects.filter(pk=1).update(seq=event.seq, hash=event.hash)
+        return event
+
+    def create(  # type: ignore[override]
+        self,
+        *,
+        kind: str = "",
+        by: str = "",
+        change_set_ref: str = "",
+        data: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AuditEvent:
+        """Events are only appended to the chain. The keywords of the audit log this trail
+        replaced (``kind``, ``by``, ``change_set_ref``, ``data``) are read as ``action``, a
+        command's name, ``targets`` and ``details``, for the callers still written that way;
+        ``versions.services.record`` is the door for new ones."""
+        if kind:
+            kwargs.setdefault("action", kind)
+        kwargs.setdefault("actor_kind", AuditEvent.COMMAND)
+        kwargs.setdefault("actor_name", by)
+        if change_set_ref:
+            kwargs.setdefault("targets", [change_set_ref])
+        if data is not None:
+            kwargs.setdefault("details", data)
+        return self.append(**kwargs)
+
+
+class AuditEvent(models.Model):
+    """One entry of the append-only audit trail: who did what to which targets, from where,
+    and when, chained to the event before it.
+
+    The recipe (:mod:`versions.audit_chain` implements it; ``manage.py verify_audit`` checks
+    it): ``hash`` = lowercase hex sha256 of the ASCII ``prev_hash`` followed by the canonical
+    JSON of the event, where ``prev_hash`` is the previous event's ``hash`` (64 zeros for the
+    first) and the canonical JSON is the object ``{"action", "actor": {"kind", "name"},
+    "address", "app" (slug or null), "created_on" ("YYYY-MM-DDTHH:MM:SS.ffffffZ", UTC),
+    "details", "id", "reason", "seq", "targets", "user_agent"}`` dumped with keys sorted at
+    every level, separators ``,`` and ``:`` (no spaces), non-ASCII as is, encoded as UTF-8.
+    The links to the user and the token are not covered (they empty themselves on delete).
+
+    Appended only through ``AuditEvent.objects.append`` (``versions.services.record``), which
+    locks the one :class:`AuditChainHead` row; never updated or deleted. Agents' writes are
+    not here: they are in restore points.
+    """
+
+    USER = "user"
+    TOKEN = "token"
+    COMMAND = "command"
+    ACTOR_KINDS = [(USER, "User"), (TOKEN, "Agent token"), (COMMAND, "Command")]
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="ae_<ms base36>_<8 chars>.")
+    seq = models.BigIntegerField(unique=True, help_text="Position in the chain, from 1.")
+    app = models.ForeignKey(
+        App,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="audit_events",
+        db_index=False,
+        help_text="The app acted on; empty for the instance (sign-in, tokens of several apps).",
+    )
+    actor_kind = models.CharField(max_length=10, choices=ACTOR_KINDS)
+    actor_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The username, the token (prefix… of user) or the command.",
+    )
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+        help_text="The person (a token's user); empty once deleted.",
+    )
+    actor_token = models.ForeignKey(
+        AgentToken,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+        help_text="The agent token that acted; empty once deleted.",
+    )
+    action = models.CharField(max_length=40, help_text="What happened: signed_in, member_added, …")
+    targets = models.JSONField(default=list, blank=True, help_text="Ids of what it acted on.")
+    reason = models.TextField(blank=True, help_text="Why, in the actor's words (if given).")
+    details = models.JSONField(default=dict, blank=True, help_text="What changed (role, name…).")
+    address = models.CharField(max_length=45, blank=True, help_text="The client's IP address.")
+    user_agent = models.CharField(max_length=300, blank=True)
+    created_on = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64, help_text="The hash of the event before.")
+    hash = models.CharField(max_length=64)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-seq"]
+        indexes = [
+            models.Index(fields=["app", "-seq"], name="auditevent_app_recent"),
+            models.Index(fields=["created_on"], name="auditevent_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.action} by {self.actor_kind}:{self.actor_name}"
+
+    def document(self, app_slug: str | None) -> dict[str, Any]:
+        """The event as the chain hashes it (``app_slug``: the slug of its app, or None)."""
+        return event_document(
+            id=self.id,
+            seq=self.seq,
+            app=app_slug,
+            actor_kind=self.actor_kind,
+            actor_name=self.actor_name,
+            action=self.action,
+            targets=self.targets,
+            reason=self.reason,
+            details=self.details,
+            address=self.address,
+            user_agent=self.user_agent,
+            created_on=self.created_on,
+        )
 
 
 class AppMembership(models.Model):

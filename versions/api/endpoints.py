@@ -49,6 +49,7 @@ from versions.api.schemas import (
 )
 from versions.errors import PreconditionFailed, StaleWrite
 from versions.models import ChangeSet
+from versions.request_meta import request_meta
 
 DEFAULT_TOOL = "api"
 
@@ -99,8 +100,13 @@ class AgentTokenAuth(HttpBearer):
     """``Authorization: Bearer <token>``: a live token of an active user, as an Actor."""
 
     def authenticate(self, request: HttpRequest, token: str) -> services.Actor | None:
-        row = services.verify_token(token)
-        return services.actor_for_token(row) if row is not None else None
+        meta = request_meta(request)
+        row = services.verify_token(token, request_meta=meta)
+        if row is None:
+            return None
+        actor = services.actor_for_token(row)
+        actor.meta = meta  # where it acts from, for the audit trail
+        return actor
 
 
 class _VersionsApi(NinjaAPI):

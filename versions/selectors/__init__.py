@@ -12,6 +12,7 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.set_states` — a set's own diff: before it → right after it;
 - :mod:`~versions.selectors.release` — the release and what changed since it;
 - :mod:`~versions.selectors.members` — who has which role on an app;
+- :mod:`~versions.selectors.audit` — the audit trail: Activity, export, the chain's check;
 - :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks.
 """
 
@@ -26,6 +27,15 @@ from versions.selectors.agent import (
     list_change_sets,
     point_out,
     read_artifact,
+)
+from versions.selectors.audit import (
+    ACTIVITY_PER_PAGE,
+    INTACT,
+    ChainCheck,
+    activity_filters,
+    activity_page,
+    audit_export,
+    verify_audit_chain,
 )
 from versions.selectors.history import (
     AT_ABSENT,
@@ -130,6 +140,13 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "ACTIVITY_PER_PAGE",
+    "INTACT",
+    "ChainCheck",
+    "activity_filters",
+    "activity_page",
+    "audit_export",
+    "verify_audit_chain",
     "ReadingState",
     "reading_layout",
     "reading_state",

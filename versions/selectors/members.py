@@ -26,7 +26,7 @@ def members(app: App) -> list[AppMembership]:
 
 def member_history(app: App, limit: int = 20) -> list[AuditEvent]:
     """The latest changes to the app's members, newest first."""
-    return list(AuditEvent.objects.filter(app=app, kind__in=MEMBER_EVENTS)[:limit])
+    return list(AuditEvent.objects.filter(app=app, action__in=MEMBER_EVENTS)[:limit])
 
 
 def member_candidates() -> tuple[list[str], list[str]]:

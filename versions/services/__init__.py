@@ -8,6 +8,7 @@ outside this package imports a module inside it: everything a caller needs is re
 - ``access`` — the :class:`Actor` and the access checks;
 - ``apps`` — adding and renaming an app;
 - ``agent_writes`` — a change set's message, and a partial edit of an artifact (SPEC §15);
+- ``audit`` — the audit trail: :func:`record` appends an action to its hash chain;
 - ``capture`` — every write records a restore point first (SPEC §3);
 - ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
 - ``release`` — Restore to release (SPEC §6b);
@@ -41,6 +42,7 @@ from versions.services.access import (
     VIEW,
     WRITE,
     Actor,
+    activity_app,
     actor_for_token,
     actor_for_user,
     app_for,
@@ -48,6 +50,7 @@ from versions.services.access import (
     command_actor,
     point_for,
     principal,
+    require_instance_activity,
     require_panel,
     require_workspace_rollback,
     restores_everywhere,
@@ -64,6 +67,15 @@ from versions.services.agent_writes import (
     edit_artifact,
 )
 from versions.services.apps import NO_NEW_APPS, add_app, rename_app
+from versions.services.audit import (
+    ACTION_LABELS,
+    LOCKED_OUT,
+    SIGNED_IN,
+    SIGNED_OUT,
+    SIGNIN_FAILED,
+    Someone,
+    record,
+)
 from versions.services.capture import (
     ARTIFACT_NOT_FOUND,
     WriteReceipt,
@@ -190,6 +202,15 @@ __all__ = [
     "SLUG_LOOKS_LIKE",
     "check_new_app_slug",
     "name_skeleton",
+    "ACTION_LABELS",
+    "activity_app",
+    "require_instance_activity",
+    "LOCKED_OUT",
+    "SIGNED_IN",
+    "SIGNED_OUT",
+    "SIGNIN_FAILED",
+    "Someone",
+    "record",
     "BAD_VIEWED_KEY",
     "NO_PERSON",
     "UNKNOWN_LAYOUT",

@@ -133,6 +133,8 @@ class Actor:
         self._everywhere = everywhere
         self._extra = extra
         self._scope: dict[int, bool] = {}
+        # Where it acts from (``address``, ``user_agent``), set by its door for the audit trail.
+        self.meta: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<Actor {self.label}>"
@@ -405,6 +407,25 @@ def point_for(point_id: object, *, actor: Actor | None = None, action: str = VIE
     if actor is not None:
         actor.check(action, found.app, missing=missing)
     return found
+
+
+ACTIVITY_NOT_FOUND = "There is no Activity page of app “{slug}” for you: only its owners read it."
+INSTANCE_ACTIVITY_NOT_FOUND = "There is no page here."
+
+
+def activity_app(slug: object, *, actor: Actor) -> App:
+    """The app whose Activity ``actor`` may read: its owners' (and superusers'). Anyone else
+    finds no such page (``NotFound``), as for an app they may not see."""
+    app = app_for(slug, actor=actor)
+    if actor.token is not None or not actor.may(MANAGE, app):
+        raise NotFound(ACTIVITY_NOT_FOUND.format(slug=app.slug))
+    return app
+
+
+def require_instance_activity(actor: Actor) -> None:
+    """The whole instance's Activity is for superusers; anyone else finds no such page."""
+    if actor.token is not None or not getattr(actor.user, "is_superuser", False):
+        raise NotFound(INSTANCE_ACTIVITY_NOT_FOUND)
 
 
 def visible_app_ids(actor: Actor) -> frozenset[int] | None:

@@ -12,8 +12,15 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from versions.errors import Forbidden, InvalidInput, NotFound
-from versions.models import AgentToken, App, AppMembership, AuditEvent
+from versions.models import AgentToken, App, AppMembership
 from versions.services.access import MANAGE, Actor, app_for
+from versions.services.audit import (
+    MEMBER_ADDED,
+    MEMBER_REMOVED,
+    MEMBER_ROLE_CHANGED,
+    Command,
+    record,
+)
 from versions.services.tokens import find_agent_token, revoke_agent_token
 
 UNKNOWN_ROLE = "There is no role “{role}”: the roles are {roles}."
@@ -27,9 +34,9 @@ LAST_OWNER = (
     "else owner first. Nothing was changed."
 )
 
-ADDED = "member_added"
-CHANGED = "member_role_changed"
-REMOVED = "member_removed"
+ADDED = MEMBER_ADDED
+CHANGED = MEMBER_ROLE_CHANGED
+REMOVED = MEMBER_REMOVED
 NO_TOKEN_APPS = "{who} may not revoke token {id}: it names no app, so only a superuser may."
 
 
@@ -48,8 +55,24 @@ def _role(role: object) -> str:
     return str(role)
 
 
-def _audit(app: App, kind: str, by: str, membership: AppMembership, **data: str) -> None:
-    AuditEvent.objects.create(app=app, kind=kind, by=by, data={"whom": whom(membership), **data})
+def _audit(
+    app: App,
+    action: str,
+    actor: Actor | None,
+    by: str | None,
+    membership: AppMembership,
+    **details: str,
+) -> None:
+    """The change in the audit trail (who, whom, role, when), in the change's transaction."""
+    member = membership.user if membership.user is not None else membership.group
+    kind = "user" if membership.user is not None else "group"
+    record(
+        action,
+        actor=actor if actor is not None else Command(by or "command"),
+        app=app,
+        targets=[f"{kind}:{member.pk if member is not None else ''}"],
+        details={"whom": whom(membership), **details},
+    )
 
 
 def _by(by: str | None, actor: Actor | None) -> str:
@@ -97,7 +120,7 @@ def add_member(
             )
         membership.created_by = _by(by, actor)
         membership.save()
-        _audit(app_obj, ADDED, membership.created_by, membership, role=role)
+        _audit(app_obj, ADDED, actor, by, membership, role=role)
     return membership
 
 
@@ -138,7 +161,7 @@ def change_role(
             _keeps_an_owner(app_obj, membership)
         membership.role = role
         membership.save(update_fields=["role"])
-        _audit(app_obj, CHANGED, _by(by, actor), membership, role=role, previous=previous)
+        _audit(app_obj, CHANGED, actor, by, membership, role=role, previous=previous)
     return membership
 
 
@@ -150,7 +173,7 @@ def remove_member(
     with transaction.atomic():
         membership = _membership(app_obj, membership_id)
         _keeps_an_owner(app_obj, membership)
-        _audit(app_obj, REMOVED, _by(by, actor), membership, role=membership.role)
+        _audit(app_obj, REMOVED, actor, by, membership, role=membership.role)
         membership.delete()
 
 

@@ -12,8 +12,16 @@ from django.db import transaction
 
 from versions import selectors
 from versions.errors import Conflict, InvalidInput, NotFound
-from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
+from versions.models import App, ChangeSet, ReleaseMark, RestorePoint
 from versions.services.access import NAME, Actor
+from versions.services.audit import (
+    POINT_NAMED,
+    RELEASE_MARKED,
+    RELEASE_UNMARKED,
+    SET_NAMED,
+    Command,
+    record,
+)
 from versions.services.retention import refresh_pins
 
 POINT_NOT_FOUND = "There is no restore point “{id}”."
@@ -42,6 +50,11 @@ def _check(actor: Actor | None, app: App | None, owner_id: int, ident: str, miss
     if actor is not None:
         owner = app if app is not None else App.objects.get(pk=owner_id)
         actor.check(NAME, owner, missing=NotFound(missing.format(id=ident)))
+
+
+def _who(actor: Actor | None, by: str) -> Actor | Command:
+    """Who the audit trail names: the actor, else the trusted command ``by``."""
+    return actor if actor is not None else Command(by or "command")
 
 
 def _by(by: str | None, actor: Actor | None) -> str:
@@ -79,12 +92,12 @@ def name_point(
         point.name = clean
         point.save(update_fields=["name"])
         refresh_pins(point_ids=[point.id])
-        AuditEvent.objects.create(
-            app_id=point.app_id,
-            kind="point_named",
-            by=by,
-            change_set_ref=point.change_set_id,
-            data={"pointId": point.id, "name": clean},
+        record(
+            POINT_NAMED,
+            actor=_who(actor, by),
+            app=app if app is not None else App.objects.get(pk=point.app_id),
+            targets=[point.id, point.change_set_id],
+            details={"name": clean},
         )
         point.refresh_from_db()
     return point
@@ -111,8 +124,12 @@ def name_change_set(
         cs.name = clean
         cs.save(update_fields=["name"])
         refresh_pins(set_ids=[cs.id])
-        AuditEvent.objects.create(
-            app_id=cs.app_id, kind="set_named", by=by, change_set_ref=cs.id, data={"name": clean}
+        record(
+            SET_NAMED,
+            actor=_who(actor, by),
+            app=app if app is not None else App.objects.get(pk=cs.app_id),
+            targets=[cs.id],
+            details={"name": clean},
         )
     return cs
 
@@ -136,6 +153,13 @@ def mark_release(
             app=locked, change_set=cs, change_set_ref=cs.id, action=ReleaseMark.MARK, by=by
         )
         refresh_pins(set_ids=[s for s in (previous, cs.id) if s])
+        record(
+            RELEASE_MARKED,
+            actor=_who(actor, by),
+            app=locked,
+            targets=[cs.id],
+            details={"previous": previous} if previous else {},
+        )
     return cs
 
 
@@ -160,3 +184,4 @@ def unmark_release(app: App | str, *, by: str | None = None, actor: Actor | None
             by=by,
         )
         refresh_pins(set_ids=[previous])
+        record(RELEASE_UNMARKED, actor=_who(actor, by), app=app_obj, targets=[previous])

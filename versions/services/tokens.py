@@ -20,6 +20,14 @@ from django.utils import timezone
 
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.models import AgentToken, App, AppMembership
+from versions.services.audit import (
+    TOKEN_CREATED,
+    TOKEN_EXPIRED_USED,
+    Command,
+    ExpiredToken,
+    record,
+)
+from versions.services.audit import TOKEN_REVOKED as REVOKED
 
 TOKEN_PREFIX = "vt_"
 RESTORE_PERMISSION = "versions.restore_changeset"
@@ -57,13 +65,15 @@ def create_agent_token(
     label: str = "",
     expires_in_days: int = DEFAULT_EXPIRY_DAYS,
     can_promote: bool = False,
+    actor: Any = None,
 ) -> tuple[str, AgentToken]:
     """Create a token for ``username`` scoped to ``app_slugs``, expiring in ``expires_in_days``;
     returns (the token, its row).
 
     The token itself is returned only here: the database keeps its hash. Only a token made
     ``can_promote`` may promote to production or roll it back (and its user needs the
-    permission too).
+    permission too). Recorded in the audit trail of each of its apps, as ``actor`` (default:
+    the ``create_agent_token`` command).
     """
     if isinstance(expires_in_days, bool) or not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
         raise InvalidInput(
@@ -94,7 +104,22 @@ def create_agent_token(
         can_promote=bool(can_promote),
     )
     row.apps.set(apps)
+    _audit(TOKEN_CREATED, row, apps, actor or Command("create_agent_token"))
     return token, row
+
+
+def _audit(action: str, row: AgentToken, apps: list[App], actor: Any) -> None:
+    """One event per app the token acts on (each app's owners see it in its Activity)."""
+    details = {
+        "user": row.user.get_username(),
+        "apps": sorted(app.slug for app in apps),
+        "label": row.label,
+        "expires_on": row.expires_on.isoformat() if row.expires_on else None,
+        "can_promote": row.can_promote,
+    }
+    where: list[App | None] = list(apps) or [None]
+    for app in where:
+        record(action, actor=actor, app=app, targets=[row.prefix], details=details)
 
 
 def _may_hold_token(user: Any, app: App) -> bool:
@@ -110,9 +135,12 @@ def _may_hold_token(user: Any, app: App) -> bool:
     return mine.filter(role=AppMembership.OWNER).exists()
 
 
-def verify_token(token: str | None) -> AgentToken | None:
+def verify_token(
+    token: str | None, *, request_meta: dict[str, str] | None = None
+) -> AgentToken | None:
     """The live token row for ``token``: known, not revoked, not expired, of an active user;
-    else None."""
+    else None. An expired token's use is recorded in the audit trail (``request_meta``: where
+    it came from)."""
     if not token or len(token) > 512:
         return None
     now = timezone.now()
@@ -122,12 +150,28 @@ def verify_token(token: str | None) -> AgentToken | None:
         .filter(Q(expires_on__isnull=True) | Q(expires_on__gt=now))
         .first()
     )
-    if row is None or not row.user.is_active:
+    if row is None:
+        _expired_use(token, now, request_meta)
+        return None
+    if not row.user.is_active:
         return None
     if row.last_used_on is None or now - row.last_used_on > _TOUCH_EVERY:
         AgentToken.objects.filter(pk=row.pk).update(last_used_on=now)
         row.last_used_on = now
     return row
+
+
+def _expired_use(token: str, now: Any, request_meta: dict[str, str] | None) -> None:
+    """Record the use of a known token past its expiry (one query when a token is refused)."""
+    row = (
+        AgentToken.objects.select_related("user")
+        .filter(key_hash=hash_token(token), revoked=False, expires_on__lte=now)
+        .first()
+    )
+    if row is None:
+        return
+    who = ExpiredToken(row, request_meta)
+    _audit(TOKEN_EXPIRED_USED, row, list(row.apps.all()), who)
 
 
 def token_app_slugs(row: AgentToken) -> set[str]:
@@ -189,12 +233,15 @@ def find_agent_token(ref: str) -> AgentToken:
 
 
 @transaction.atomic
-def revoke_agent_token(ref: str) -> tuple[AgentToken, str]:
-    """Revoke the token named by id or prefix; returns (its row, what happened in words)."""
+def revoke_agent_token(ref: str, *, actor: Any = None) -> tuple[AgentToken, str]:
+    """Revoke the token named by id or prefix; returns (its row, what happened in words).
+    Recorded in the audit trail of each of its apps, as ``actor`` (default: the
+    ``revoke_agent_token`` command)."""
     row = find_agent_token(ref)
     words = {"id": row.pk, "prefix": row.prefix, "user": row.user.get_username()}
     if row.revoked:
         return row, TOKEN_ALREADY_REVOKED.format(**words)
     revoke_token(row)
     row.revoked = True
+    _audit(REVOKED, row, list(row.apps.all()), actor or Command("revoke_agent_token"))
     return row, TOKEN_REVOKED.format(**words)

@@ -1,6 +1,7 @@
 """The Versions panel: server-rendered pages and htmx fragments over the services."""
 
 from versions.views.actions import mark_release, name_change_set, name_point, unmark_release
+from versions.views.activity import app_activity, instance_activity
 from versions.views.compare import compare, compare_file, compare_pick, compare_viewed
 from versions.views.diffs import diff_context, diff_page, diff_section
 from versions.views.members import add_member, change_role, members, remove_member
@@ -11,6 +12,8 @@ from versions.views.restoring import receipt, receipt_json, restore_change_set, 
 from versions.views.restoring import restore_point as restore_point_restore
 
 __all__ = [
+    "app_activity",
+    "instance_activity",
     "preview",
     "production",
     "promote",

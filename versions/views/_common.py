@@ -24,6 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from versions import services
 from versions.errors import Forbidden, NotFound
 from versions.models import App
+from versions.request_meta import request_meta
 
 
 def actor_of(request: HttpRequest) -> services.Actor:
@@ -31,6 +32,7 @@ def actor_of(request: HttpRequest) -> services.Actor:
     actor = getattr(request, "_versions_actor", None)
     if actor is None:
         actor = services.actor_for_user(request.user)
+        actor.meta = request_meta(request)
         request._versions_actor = actor  # type: ignore[attr-defined]
     return actor
 
