@@ -115,7 +115,6 @@ from versions.services.naming import (
     name_point,
     unmark_release,
 )
-from versions.services.receipts import read_receipt
 from versions.services.reading import (
     BAD_VIEWED_KEY,
     NO_PERSON,
@@ -124,6 +123,7 @@ from versions.services.reading import (
     mark_viewed,
     set_reading_layout,
 )
+from versions.services.receipts import read_receipt
 from versions.services.refs import (
     DRAFT,
     PREVIEW_LINK_INVALID,

@@ -54,8 +54,8 @@ from versions.models import (
 )
 from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
-from versions.services.capture import close_acted_on_set
 from versions.services.access import APP_NOT_FOUND, Actor, principal
+from versions.services.capture import close_acted_on_set
 from versions.services.receipts import (
     DRY_RUN as DRY_RUN_KIND,
 )

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-        ('versions', '0020_sweep_debt_sets'),
+        ('versions', '0021_seams_closed_sets'),
     ]
 
     operations = [

@@ -24,7 +24,7 @@ def fill_skeletons(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("versions", "0020_sweep_debt_sets"),
+        ("versions", "0022_rename_reading_preference"),
     ]
 
     operations = [

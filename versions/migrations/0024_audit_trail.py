@@ -67,7 +67,7 @@ def carry_over(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-        ("versions", "0020_sweep_debt_sets"),
+        ("versions", "0023_harden_artifact_skeleton"),
     ]
 
     operations = [
