@@ -24,7 +24,7 @@ from django.db.models import F
 
 from versions.errors import Conflict, InvalidInput, NotFound
 from versions.models import API_ROUTE, App, Deployment, DeploymentEntry, DeploymentEvent
-from versions.services import engine
+from versions.services import audit, engine
 from versions.services import refs as states
 from versions.services.access import PROMOTE, Actor
 from versions.services.capture import resolve_app
@@ -190,6 +190,7 @@ class PromotePlan(MovePlan):
     ref: str
     note: str = ""
     action: str = PROMOTE
+    audit_action: str = audit.PROMOTED
     audit_kind: str = "promotion_refused"
     rules: tuple[engine.MoveRule, ...] = ()
 
@@ -303,6 +304,7 @@ class RollbackPlan(MovePlan):
     to: str | None
     note: str = ""
     action: str = PROMOTE
+    audit_action: str = audit.ROLLED_BACK
     audit_kind: str = "promotion_refused"
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:

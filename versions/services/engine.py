@@ -44,7 +44,6 @@ from versions.models import (
     API_ROUTE,
     App,
     Artifact,
-    AuditEvent,
     Blob,
     ChangeSet,
     Deployment,
@@ -55,6 +54,7 @@ from versions.models import (
 from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import APP_NOT_FOUND, Actor, principal
+from versions.services.audit import Command, record
 from versions.services.capture import close_acted_on_set
 from versions.services.receipts import (
     DRY_RUN as DRY_RUN_KIND,
@@ -383,8 +383,10 @@ class Plan(Protocol):
     noop_message: str
     #: Extra pre-flight rules of this plan, run after :data:`TARGET_RULES`.
     rules: tuple[TargetRule, ...]
-    #: What the actor must may do, and the audit kind of a refused pre-flight.
+    #: What the actor must may do, the audit trail's action once it is done, and the audit
+    #: kind of a refused pre-flight.
     action: str
+    audit_action: str
     audit_kind: str
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
@@ -543,16 +545,13 @@ def execute(plan: Plan | MovePlan, request: Request) -> Any:
     for attempt in range(_RETRIES):
         try:
             with transaction.atomic():
-                return run(plan, subject, request)  # type: ignore[arg-type]
+                receipt = run(plan, subject, request)  # type: ignore[arg-type]
+                if not request.dry_run:  # in the action's transaction: both or neither
+                    _audit(plan.audit_action, app, subject, request, receipt)
+                return receipt
         except PreflightFailed as exc:
-            if not request.dry_run:
-                AuditEvent.objects.create(
-                    app_id=app.pk,
-                    kind=plan.audit_kind,
-                    by=request.by,
-                    change_set_ref=subject.ref[:48],
-                    data=exc.receipt.as_dict(),
-                )
+            if not request.dry_run:  # after the rollback, on purpose: the refusal is kept
+                _audit(plan.audit_kind, app, subject, request, exc.receipt)
             raise
         except IntegrityError:
             # A blob the plan reads was swept as its last point was pruned, between the read
@@ -563,6 +562,30 @@ def execute(plan: Plan | MovePlan, request: Request) -> Any:
 
 
 _RETRIES = 3
+
+
+def _audit(
+    action: str,
+    app: App,
+    subject: Subject,
+    request: Request,
+    receipt: RestoreReceipt | PromotionReceipt,
+) -> None:
+    """The plan's outcome in the audit trail: who, what it acted on, what it made, and the
+    receipt's words (the receipt itself stays with the restore set or the deployment)."""
+    made = receipt.set_id if isinstance(receipt, RestoreReceipt) else receipt.deployment_id
+    actor = request.actor if request.actor is not None else Command(request.by or "command")
+    details: dict[str, Any] = {"outcome": receipt.kind, "message": receipt.message}
+    if receipt.findings:
+        details["findings"] = [f"{f.name or f.point_id}: {f.reason}" for f in receipt.findings]
+    record(
+        action,
+        actor=actor,
+        app=app,
+        targets=[ref for ref in (subject.ref, made) if ref],
+        reason=getattr(receipt, "note", "") or "",
+        details=details,
+    )
 
 
 def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
@@ -928,6 +951,7 @@ class MovePlan:
     check first (``rules``); the executor locks, checks, stores and moves."""
 
     action: str
+    audit_action: str
     audit_kind: str
     rules: tuple[MoveRule, ...] = ()
     note: str = ""

@@ -16,7 +16,7 @@ from versions import selectors
 from versions.errors import NotFound
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
-from versions.services import engine
+from versions.services import audit, engine
 from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor, app_for
 from versions.services.engine import (
@@ -74,6 +74,7 @@ class ReleasePlan:
     noop_message: str = engine.NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
+    audit_action: str = audit.RESTORED_TO_RELEASE
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:

@@ -18,7 +18,7 @@ from django.db import connection
 from versions import conf
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, RestorePoint
-from versions.services import _restore_sql, engine
+from versions.services import _restore_sql, audit, engine
 from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
 from versions.services.engine import (
@@ -111,6 +111,7 @@ class SetPlan:
     noop_message: str = NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
+    audit_action: str = audit.RESTORED
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
@@ -152,6 +153,7 @@ class PointPlan:
     noop_message: str = NOOP_POINT_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
+    audit_action: str = audit.RESTORED
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:

@@ -29,7 +29,7 @@ from versions import conf
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
-from versions.services import engine
+from versions.services import audit, engine
 from versions.services._store import sha256_hex
 from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
@@ -294,6 +294,7 @@ class RevertPlan:
     noop_message: str = REVERT_NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
+    audit_action: str = audit.REVERTED
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
