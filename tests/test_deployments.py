@@ -449,7 +449,7 @@ def test_a_blob_only_a_deployment_references_is_never_swept(
     assert Blob.objects.filter(sha256=shipped).exists()
 
 
-@override_settings(VERSIONS_POINTS_PER_APP=1)
+@override_settings(VERSIONS_POINTS_PER_APP=1, VERSIONS_SWEEP_BATCH=1)
 def test_the_sweep_still_removes_blobs_no_deployment_references(
     app, django_capture_on_commit_callbacks
 ):

@@ -276,7 +276,7 @@ def test_the_write_finder_sees_the_orm_and_not_dicts(tmp_path):
 # a model's admin replaces them: each one that lets a person add, change or delete goes through
 # the services instead. (model, what) → why Django's own write is kept.
 ADMIN_WRITES_ALLOWED = {
-    ("reviewpreference", "delete"): (
+    ("readingpreference", "delete"): (
         "a person's reading preferences belong to no app and hold no history: the admin's own "
         "delete permission decides who clears them"
     ),

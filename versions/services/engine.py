@@ -571,13 +571,15 @@ def _audit(
     request: Request,
     receipt: RestoreReceipt | PromotionReceipt,
 ) -> None:
-    """The plan's outcome in the audit trail: who, what it acted on, what it made, and the
-    receipt's words (the receipt itself stays with the restore set or the deployment)."""
+    """The plan's outcome in the audit trail: who, what it acted on, what it made; a refusal's
+    whole receipt, a done action's outcome in words."""
     made = receipt.set_id if isinstance(receipt, RestoreReceipt) else receipt.deployment_id
     actor = request.actor if request.actor is not None else Command(request.by or "command")
-    details: dict[str, Any] = {"outcome": receipt.kind, "message": receipt.message}
-    if receipt.findings:
-        details["findings"] = [f"{f.name or f.point_id}: {f.reason}" for f in receipt.findings]
+    details: dict[str, Any]
+    if receipt.kind == PREFLIGHT_FAILED_KIND:  # kept nowhere else: the whole refused receipt
+        details = receipt.as_dict()
+    else:  # the receipt itself stays with the restore set or the deployment
+        details = {"outcome": receipt.kind, "message": receipt.message}
     record(
         action,
         actor=actor,
