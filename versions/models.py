@@ -18,7 +18,7 @@ from typing import Any
 
 import zstandard
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -642,6 +642,17 @@ class AuditChainHead(models.Model):
         return f"#{self.seq} {self.hash[:12]}"
 
 
+def _check_deferred_constraints() -> None:
+    """Run the foreign-key checks PostgreSQL defers to COMMIT now, before the chain's head is
+    locked: a check at COMMIT may wait on a row another transaction holds while that one waits
+    for the head (a deadlock). Afterwards the checks are deferred again, as Django declares
+    them."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
 class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
     def append(
         self,
@@ -668,6 +679,7 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
         else:
             slug = None
         with transaction.atomic(savepoint=False):
+            _check_deferred_constraints()
             head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
             if head is None:
                 latest = self.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
