@@ -1,6 +1,6 @@
-"""Every action × every role × how the person holds it (SPEC §19): a member, a member of a
-group, not a member, or a global permission. The check is the services' (one door): an action
-above the role is ``Forbidden`` naming the role it needs, an app without a role ``NotFound``,
+"""Every action × every role × how the person holds it (docs/architecture.md#access): a member, a
+member of a group, not a member, or a global permission. The check is the services' (one door): an
+action above the role is ``Forbidden`` naming the role it needs, an app without a role ``NotFound``,
 and nothing changes on a refusal."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The agent API (SPEC §7): every endpoint, every status, every write captured."""
+"""The agent API (docs/api.md#routes): every endpoint, every status, every write captured."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The agent API answers JSON 503 in words, never Django's HTML 500, when the database
-connection drops mid-request (SPEC §7, §17)."""
+connection drops mid-request (docs/api.md#errors)."""
 
 from __future__ import annotations
 

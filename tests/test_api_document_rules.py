@@ -1,5 +1,5 @@
-"""The OpenAPI document states every rule a request must keep (SPEC §15), and the API keeps
-exactly those rules: a value the document allows is never refused for its form, a value it
+"""The OpenAPI document states every rule a request must keep (docs/api.md#conventions), and the API
+keeps exactly those rules: a value the document allows is never refused for its form, a value it
 rules out is refused in words."""
 
 from __future__ import annotations

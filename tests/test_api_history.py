@@ -1,5 +1,5 @@
-"""SPEC §15 through the API: turn messages, who really wrote, history reads, HTTP as the RFCs
-say, problem details."""
+"""History reads (docs/api.md#history) through the API: turn messages, who really wrote, history
+reads, HTTP as the RFCs say, problem details."""
 
 from __future__ import annotations
 

@@ -91,7 +91,8 @@ def test_restore_all_refused_when_reviewed_hash_drifted_answers_409_with_finding
     )
     assert response.status_code == 409
     body = response.json()
-    # SPEC §4's refused pre-flight, at the top level, with the error's keys of §7.
+    # The refused pre-flight of docs/api.md#receipts, at the top level, with the error's keys
+    # (docs/api.md#errors).
     assert body["error"] == "preflight_failed" and body["message"]
     assert body["kind"] == "preflight_failed"
     assert body["restoredFromSet"] == turn and body["written"] == 0
@@ -113,7 +114,7 @@ def test_restore_body_of_the_wrong_shape_answers_422(restorer, turn):
 
 @pytest.mark.parametrize("content_type", ["application/octet-stream", "application/json"])
 def test_restore_endpoints_take_a_request_with_no_body(restorer, app, turn, content_type):
-    """Every field of their bodies is optional (SPEC §7): no body is a plain restore."""
+    """Every field of their bodies is optional (docs/api.md#restore): no body is a plain restore."""
     point = RestorePoint.objects.get(change_set_id=turn, artifact__name="index")
 
     def post_nothing(path: str):

@@ -1,4 +1,5 @@
-"""The capture service (SPEC §2, §3, §11), through the public API of versions.services."""
+"""The capture service (docs/architecture.md#domain, docs/architecture.md#write-path,
+docs/architecture.md#storage), through the public API of versions.services."""
 
 from __future__ import annotations
 
@@ -570,7 +571,7 @@ def test_names_longer_than_200_characters_are_refused(app):
 # --- API routes take the route-save path --------------------------------------------------------
 
 
-ROUTE_SPEC = '{"method": "GET", "path": "/quotes/{id}", "status": 200, "body": {"id": "{id}"}}'
+ROUTE_SOURCE = '{"method": "GET", "path": "/quotes/{id}", "status": 200, "body": {"id": "{id}"}}'
 
 
 def test_route_writes_validate_the_spec(app):
@@ -587,20 +588,20 @@ def test_route_writes_validate_the_spec(app):
 
 
 def test_ambiguous_routes_are_refused(app):
-    write(app, "quote", ROUTE_SPEC, collection=ROUTE)
+    write(app, "quote", ROUTE_SOURCE, collection=ROUTE)
     with pytest.raises(InvalidInput, match="already answers GET /quotes/\\{\\}") as exc:
-        write(app, "quote2", ROUTE_SPEC.replace("{id}", "{qid}"), collection=ROUTE)
+        write(app, "quote2", ROUTE_SOURCE.replace("{id}", "{qid}"), collection=ROUTE)
     assert isinstance(exc.value, Conflict)
     assert Artifact.objects.filter(app=app).count() == 1
     # A different method is a different route; deleting frees the path.
-    write(app, "quote-post", ROUTE_SPEC.replace("GET", "POST"), collection=ROUTE)
+    write(app, "quote-post", ROUTE_SOURCE.replace("GET", "POST"), collection=ROUTE)
     services.delete_artifact(app, ROUTE, "quote", requested_by="x", tool="t")
-    write(app, "quote2", ROUTE_SPEC, collection=ROUTE)
+    write(app, "quote2", ROUTE_SOURCE, collection=ROUTE)
 
 
 def test_route_writes_bump_the_generation_after_commit(app, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        write(app, "quote", ROUTE_SPEC, collection=ROUTE)
+        write(app, "quote", ROUTE_SOURCE, collection=ROUTE)
     assert App.objects.get(pk=app.pk).route_generation == 0  # not before commit
     for callback in callbacks:
         callback()

@@ -1,7 +1,7 @@
 """Property test of grouping: for any sequence of writes and deletes with runs, turns and pauses,
-each point lands in the change set SPEC §2 says — its run's set; else the set of its turn's
-newest capture (without a run) if that one is within the gap; else a set of its own
-(``cs_<its point id>``)."""
+each point lands in the change set docs/architecture.md#change-sets says — its run's set; else the
+set of its turn's newest capture (without a run) if that one is within the gap; else a set of its
+own (``cs_<its point id>``)."""
 
 from __future__ import annotations
 

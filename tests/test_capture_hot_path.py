@@ -151,8 +151,9 @@ def test_retention_that_prunes_many_points_of_one_set_at_once_lists_them_all(app
 
 
 def test_retention_with_capture_times_shared_by_a_restore_keeps_exactly_the_newest(app, settings):
-    # A restore's counter-points share one capture time and are not counted (SPEC §17): the
-    # cut keeps exactly the newest N captures by (time, id), and the restore set whole.
+    # A restore's counter-points share one capture time and are not counted
+    # (docs/architecture.md#retention): the cut keeps exactly the newest N captures by (time, id),
+    # and the restore set whole.
     for i in range(6):
         write(app, f"page-{i}", "v1\n", run_id="setup")
     turn = [write(app, f"page-{i}", "v2\n", run_id="turn") for i in range(6)]

@@ -241,7 +241,7 @@ def test_each_write_returns_with_the_app_back_at_its_limit(top_app, settings):
 
 def test_a_write_at_the_limit_prunes_in_the_same_round_trips(top_app, settings):
     """The write counts the app's points with its lock; its pruner is one transaction of its
-    own that travels after the write's COMMIT (SPEC §18: prune_vs_write)."""
+    own that travels after the write's COMMIT (docs/architecture.md#scale: prune_vs_write)."""
     settings.VERSIONS_POINTS_PER_APP = 3
     for i in range(4):
         write(top_app, "index", f"v{i}\n")  # at the limit, statements prepared

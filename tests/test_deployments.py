@@ -1,4 +1,5 @@
-"""Production (SPEC §13): promote a reviewed state, instant rollback, the receipts, pre-flight."""
+"""Production (docs/architecture.md#environments): promote a reviewed state, instant rollback, the
+receipts, pre-flight."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Promotions under concurrency on PostgreSQL (SPEC §13): two promotions at once serialise, and a
-promotion racing an agent's write (or a Restore all) ships it whole or not at all."""
+"""Promotions under concurrency on PostgreSQL (docs/architecture.md#environments): two promotions at
+once serialise, and a promotion racing an agent's write (or a Restore all) ships it whole or not at
+all."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Serving production (SPEC §13): /apps/<slug>/ serves the production deployment byte for byte
-while agents keep writing the draft; without one it serves the draft as in round 1."""
+"""Serving production (docs/architecture.md#environments): /apps/<slug>/ serves the production
+deployment byte for byte while agents keep writing the draft; without one it serves the draft as in
+round 1."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Several servers sharing one PostgreSQL database (SPEC §13, §5): a promotion or a rollback is
-served by every server at its next request, route tables included, while agent writes to the
-draft through one server change nothing the others serve."""
+"""Several servers sharing one PostgreSQL database (docs/architecture.md#environments,
+docs/architecture.md#live-app): a promotion or a rollback is served by every server at its next
+request, route tables included, while agent writes to the draft through one server change nothing
+the others serve."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """gunicorn's own errors (a request line or headers over its limits, a malformed request) are
-answered as problem+json, not gunicorn's HTML page (SPEC §15), with the project's
+answered as problem+json, not gunicorn's HTML page (docs/api.md#errors), with the project's
 gunicorn.conf.py."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The live app (SPEC §5): pages, assets, content types, ETags, the CSP sandbox, 404s."""
+"""The live app (docs/architecture.md#live-app): pages, assets, content types, ETags, the CSP
+sandbox, 404s."""
 
 from __future__ import annotations
 

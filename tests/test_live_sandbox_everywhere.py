@@ -1,5 +1,6 @@
-"""Every answer under /apps/<slug>/ carries the sandbox (SPEC §17): Django's own 404s and the
-redirect that adds the slash too, not only the live views' answers; the panel stays unsandboxed."""
+"""Every answer under /apps/<slug>/ carries the sandbox (docs/architecture.md#live-app-safety):
+Django's own 404s and the redirect that adds the slash too, not only the live views' answers; the
+panel stays unsandboxed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""versions.services.members: roles per app for users and groups (SPEC §19), kept in the audit
-log; an app always keeps an owner; nothing changes on a refusal."""
+"""versions.services.members: roles per app for users and groups (docs/architecture.md#access), kept
+in the audit log; an app always keeps an owner; nothing changes on a refusal."""
 
 from __future__ import annotations
 

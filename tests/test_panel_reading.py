@@ -1,5 +1,5 @@
-"""The panel's reviewing pieces through Django's test client (SPEC §16): 404s in words even with
-DEBUG on, local times, search and filters, compare."""
+"""The panel's reviewing pieces through Django's test client (docs/architecture.md#reviewing): 404s
+in words even with DEBUG on, local times, search and filters, compare."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Previews (SPEC §13): any state of an app at /apps/<slug>/at/<ref>/, sandboxed; production for
-anyone, every other state only for people who may view versions or holders of a signed link."""
+"""Previews (docs/architecture.md#environments): any state of an app at /apps/<slug>/at/<ref>/,
+sandboxed; production for anyone, every other state only for people who may view versions or holders
+of a signed link."""
 
 from __future__ import annotations
 

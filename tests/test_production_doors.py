@@ -1,6 +1,6 @@
-"""Environments through the doors (SPEC §13): the Production tab (Promote to production with
-what it ships, Confirm promotion, Roll back production), previews, the API's deployments
-endpoints and MCP's tools — the services decide who may promote."""
+"""Environments through the doors (docs/architecture.md#environments): the Production tab (Promote
+to production with what it ships, Confirm promotion, Roll back production), previews, the API's
+deployments endpoints and MCP's tools — the services decide who may promote."""
 
 from __future__ import annotations
 

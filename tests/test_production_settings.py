@@ -1,7 +1,8 @@
-"""Production settings refuse to start unsafe (SPEC §17): with DJANGO_DEBUG=0 a missing, short or
-repetitive secret key, or an ALLOWED_HOSTS of any host or a whole top-level domain, stops
-manage.py and gunicorn with a message; VERSIONS_HTTPS=1 turns on Secure cookies, HSTS and the
-SSL redirect; the README's production settings pass ``check --deploy`` with no warning."""
+"""Production settings refuse to start unsafe (docs/operations.md#production-settings): with
+DJANGO_DEBUG=0 a missing, short or repetitive secret key, or an ALLOWED_HOSTS of any host or a whole
+top-level domain, stops manage.py and gunicorn with a message; VERSIONS_HTTPS=1 turns on Secure
+cookies, HSTS and the SSL redirect; the README's production settings pass ``check --deploy`` with no
+warning."""
 
 from __future__ import annotations
 

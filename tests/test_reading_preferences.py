@@ -1,5 +1,6 @@
-"""A person's review preferences (SPEC §16): the compare layout and the Viewed marks belong to
-the signed-in user — kept across sign-out and sign-in, in any browser, and nobody else's."""
+"""A person's review preferences (docs/architecture.md#reviewing): the compare layout and the Viewed
+marks belong to the signed-in user — kept across sign-out and sign-in, in any browser, and nobody
+else's."""
 
 from __future__ import annotations
 

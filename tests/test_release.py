@@ -1,4 +1,5 @@
-"""Release review (SPEC §6b): the state at the release, what changed since, Restore to release."""
+"""Release review (docs/architecture.md#release-review): the state at the release, what changed
+since, Restore to release."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""POST /api/v1/apps/{slug}/restore-to-release (SPEC §6b): receipt, dry run, noop, errors."""
+"""POST /api/v1/apps/{slug}/restore-to-release (docs/architecture.md#release-review): receipt, dry
+run, noop, errors."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_errors_are_json_with_words(app, released):
     services.unmark_release(app, by="rvaid")
     none = client.post(URL, {})
     assert none.status_code == 409
-    # Problem details (SPEC §15) keep error and message as extension members.
+    # Problem details (docs/api.md#errors) keep error and message as extension members.
     assert (
         none.json().items()
         >= {"error": "conflict", "message": NO_RELEASE.format(slug="quotes")}.items()

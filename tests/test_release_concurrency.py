@@ -1,4 +1,5 @@
-"""Two Restore to release at once on PostgreSQL: one writes, the other says noop (SPEC §4, §6b)."""
+"""Two Restore to release at once on PostgreSQL: one writes, the other says noop
+(docs/architecture.md#restore, docs/architecture.md#release-review)."""
 
 from __future__ import annotations
 

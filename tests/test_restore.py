@@ -1,4 +1,5 @@
-"""Restore and Restore all (SPEC §4): receipts, skipping, noop, undo, tombstones, dry runs."""
+"""Restore and Restore all (docs/architecture.md#restore): receipts, skipping, noop, undo,
+tombstones, dry runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Concurrent restores and writes on PostgreSQL (SPEC §4): they queue on the artifact rows.
+"""Concurrent restores and writes on PostgreSQL (docs/architecture.md#restore): they queue on the
+artifact rows.
 
 Each test forces the interleaving it is about: one side pauses while it holds its row locks,
 and the other side starts meanwhile.

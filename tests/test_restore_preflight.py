@@ -1,4 +1,5 @@
-"""Pre-flight of Restore all (SPEC §4 step 2): every check, every finding, nothing written."""
+"""Pre-flight of Restore all (docs/architecture.md#restore-all, step 2): every check, every finding,
+nothing written."""
 
 from __future__ import annotations
 

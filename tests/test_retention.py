@@ -1,4 +1,4 @@
-"""Retention never breaks a restore and costs only one app (SPEC §2, §17, §18)."""
+"""Retention never breaks a restore and costs only one app (docs/architecture.md#retention)."""
 
 from __future__ import annotations
 

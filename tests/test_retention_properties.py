@@ -1,5 +1,6 @@
-"""Property (SPEC §17): for any history and any retention limits, Restore all of any set the
-panel lists as restorable succeeds, and its undo succeeds and returns the app to where it was."""
+"""Property (docs/architecture.md#retention): for any history and any retention limits, Restore all
+of any set the panel lists as restorable succeeds, and its undo succeeds and returns the app to
+where it was."""
 
 from __future__ import annotations
 

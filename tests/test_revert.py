@@ -1,5 +1,5 @@
-"""Revert this set (SPEC §14): take back one set's own change, keep the later work; later work
-named in Restore all and Restore dry runs; a set's own diff."""
+"""Revert this set (docs/architecture.md#revert): take back one set's own change, keep the later
+work; later work named in Restore all and Restore dry runs; a set's own diff."""
 
 from __future__ import annotations
 

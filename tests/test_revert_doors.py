@@ -1,5 +1,5 @@
-"""Revert this set through the doors (SPEC §14): the panel's button and dialog, the API's
-endpoint; Restore all's dialog names the later work it would also undo."""
+"""Revert this set through the doors (docs/architecture.md#revert): the panel's button and dialog,
+the API's endpoint; Restore all's dialog names the later work it would also undo."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Property: Revert this set (SPEC §14) takes back exactly what one set did, for any history of
-three agents editing shared files — or refuses, writing nothing.
+"""Property: Revert this set (docs/architecture.md#revert) takes back exactly what one set did, for
+any history of three agents editing shared files — or refuses, writing nothing.
 
 Agents replace lines at even positions only, so two different changed lines are always apart by
 an unchanged one: a later set either changed one of the reverted set's lines (an overlap, which

@@ -1,5 +1,6 @@
-"""Roles per app through the doors (SPEC §19): the panel and the API answer what the services
-decide — an app without a role is a 404 in words, an action above the role a 403 naming it."""
+"""Roles per app through the doors (docs/architecture.md#access): the panel and the API answer what
+the services decide — an app without a role is a 404 in words, an action above the role a 403 naming
+it."""
 
 from __future__ import annotations
 

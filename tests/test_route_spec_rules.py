@@ -1,6 +1,6 @@
-"""Route specs cannot reach the proxy (SPEC §17): headers a proxy acts on, header values that
-are not visible ASCII, more than 50 headers or 8 KB of them, 1xx statuses and dot segments are
-refused when saved, and a stored spec that breaks the rules is not served."""
+"""Route specs cannot reach the proxy (docs/architecture.md#live-app-safety): headers a proxy acts
+on, header values that are not visible ASCII, more than 50 headers or 8 KB of them, 1xx statuses and
+dot segments are refused when saved, and a stored spec that breaks the rules is not served."""
 
 from __future__ import annotations
 

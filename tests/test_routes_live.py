@@ -1,5 +1,6 @@
-"""API routes of the live app (SPEC §5): route specs served as data, route tables per process
-reloaded when the app's route generation moves, restores through the route-save path."""
+"""API routes of the live app (docs/architecture.md#live-app): route specs served as data, route
+tables per process reloaded when the app's route generation moves, restores through the route-save
+path."""
 
 from __future__ import annotations
 

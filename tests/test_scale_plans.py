@@ -1,6 +1,7 @@
-"""Every query of the panel's pages is bounded by the app (SPEC §18), read off PostgreSQL's own
-plans: with sequential scans priced out, a plan that still reads a whole table of the engine's
-(every app's blobs, artifacts, points or sets) has no index that narrows it to the app's rows.
+"""Every query of the panel's pages is bounded by the app (docs/architecture.md#scale), read off
+PostgreSQL's own plans: with sequential scans priced out, a plan that still reads a whole table of
+the engine's (every app's blobs, artifacts, points or sets) has no index that narrows it to the
+app's rows.
 
 The big database of ``tests/perf/bench_scale.py`` shows what such a plan costs; this is the
 small version of that property, for every page the benchmark times and a few more.

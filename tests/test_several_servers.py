@@ -1,5 +1,6 @@
-"""Several servers sharing one PostgreSQL database (SPEC §5): a route saved, then restored,
-through one server is served in its new form by the other at its next request, no restart.
+"""Several servers sharing one PostgreSQL database (docs/architecture.md#live-app): a route saved,
+then restored, through one server is served in its new form by the other at its next request, no
+restart.
 
 Two real gunicorn processes (one worker each, so one route-table cache each) serve the test
 database; the test talks to them over HTTP only: the agent API on one, the live app on both.

@@ -1,5 +1,6 @@
-"""Delta storage (SPEC §18): versions stored as zstd deltas against a full copy, bounded chains,
-one query per source read, sweeping that keeps what a delta needs, and re-packing in place."""
+"""Delta storage (docs/architecture.md#storage): versions stored as zstd deltas against a full copy,
+bounded chains, one query per source read, sweeping that keeps what a delta needs, and re-packing in
+place."""
 
 from __future__ import annotations
 

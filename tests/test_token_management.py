@@ -1,6 +1,6 @@
-"""Agent tokens are managed (SPEC §17): they expire (90 days by default, --expires-in-days), an
-expired one authenticates nothing, operators list and revoke them by command and in the admin,
-and the last use is shown."""
+"""Agent tokens are managed (docs/operations.md#agent-tokens): they expire (90 days by default,
+--expires-in-days), an expired one authenticates nothing, operators list and revoke them by command
+and in the admin, and the last use is shown."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Workspaces in the panel (SPEC §9) through Django's test client: logs listed as change sets,
-backup→current diffs, Restore all with the seed's prompt, the report, permissions, CSRF, 404s."""
+"""Workspaces in the panel (docs/architecture.md#workspace-rollback) through Django's test client:
+logs listed as change sets, backup→current diffs, Restore all with the seed's prompt, the report,
+permissions, CSRF, 404s."""
 
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def repo(tmp_path: Path, settings) -> Path:
 @pytest.fixture
 def phase(repo: Path) -> dict[str, bytes]:
     """The tree before the phase; the phase is then run and tracked."""
-    ChangesTracker(repo / LOG, PHASE)  # first gitignores .rollback/ (SPEC §17), which stays
+    # first gitignores .rollback/ (docs/architecture.md#workspace-rollback), which stays
+    ChangesTracker(repo / LOG, PHASE)
     before = snapshot(repo, ignore=(LOG,))
     run_phase(repo)
     return before

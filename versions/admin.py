@@ -219,8 +219,9 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 @admin.register(AppMembership)
 class AppMembershipAdmin(ThroughServices):
-    """Roles per app (SPEC §19), through the members service: the same checks as the panel's
-    Members page (an app keeps its last owner) and every change in the app's audit log."""
+    """Roles per app (docs/architecture.md#access), through the members service: the same checks as
+    the panel's Members page (an app keeps its last owner) and every change in the app's audit
+    log."""
 
     list_display = ["app", "user", "group", "role", "created_by", "created_on"]
     list_filter = ["role", "app"]

@@ -1,4 +1,4 @@
-"""The agent API answers JSON even when the database goes away mid-request (SPEC §7, §17).
+"""The agent API answers JSON even when the database goes away mid-request (docs/api.md#errors).
 
 A dropped connection (``OperationalError``, ``InterfaceError`` or any other ``django.db.Error``
 that escapes a view) under ``/api/v1/`` answers ``503 {"error": "unavailable", "message": …}``

@@ -30,7 +30,8 @@ class InvalidInput(VersionsError):
 
 
 class InvalidSpec(InvalidInput):
-    """A route spec (``pltf_api_route`` source) does not parse or breaks a rule of SPEC §5."""
+    """A route spec (``pltf_api_route`` source) does not parse or breaks a rule of
+    docs/architecture.md#live-app."""
 
     code = "invalid_input"
 
@@ -91,7 +92,7 @@ class PreflightFailed(VersionsError):
         self.receipt = receipt
 
     def answer(self) -> dict[str, Any]:
-        """What an API or MCP client gets: the refused pre-flight's receipt of SPEC §4
+        """What an API or MCP client gets: the refused pre-flight's receipt of docs/api.md#receipts
         (``{"kind": "preflight_failed", "restoredFromSet", "written": 0, "findings", …}``)
         with the error's ``error`` and ``message`` keys."""
         receipt = self.receipt.as_dict() if hasattr(self.receipt, "as_dict") else self.receipt

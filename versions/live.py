@@ -1,4 +1,4 @@
-"""The live app (SPEC §5): an app's artifacts served as a running app.
+"""The live app (docs/architecture.md#live-app): an app's artifacts served as a running app.
 
 Pages at ``/apps/<slug>/`` (``index``) and ``/apps/<slug>/p/<page>``, stylesheets and frontend
 modules at ``/apps/<slug>/assets/<name>.css|.js``, API routes from JSON route specs at
@@ -8,11 +8,11 @@ Everything here is agent-written and untrusted: every response carries a CSP ``s
 header, so the served app runs in an opaque origin that cannot read the panel's cookies or call
 the panel with the user's session.
 
-Once an app has a production deployment (SPEC §13), ``/apps/<slug>/`` serves it, byte for byte,
-whatever agents write to the draft afterwards; without one it serves the draft as before.
-Previews serve any state below ``/apps/<slug>/at/<ref>/`` with the same paths: ``production``
-to anyone, every other state only to a signed-in person who may view the app's versions or to
-the holder of a signed, expiring link — which sits in the path
+Once an app has a production deployment (docs/architecture.md#environments), ``/apps/<slug>/``
+serves it, byte for byte, whatever agents write to the draft afterwards; without one it serves the
+draft as before. Previews serve any state below ``/apps/<slug>/at/<ref>/`` with the same paths:
+``production`` to anyone, every other state only to a signed-in person who may view the app's
+versions or to the holder of a signed, expiring link — which sits in the path
 (``/apps/<slug>/at/<ref>/s/<signature>/…``) so the sandboxed page's relative links to its own
 assets and routes, sent without cookies, carry it too.
 

@@ -1,4 +1,4 @@
-"""The MCP server (SPEC §8): an app's artifacts as MCP tools, every write captured.
+"""The MCP server (docs/api.md#mcp): an app's artifacts as MCP tools, every write captured.
 
 ``python manage.py mcp_server --app <slug> --token <token>`` speaks MCP over stdio. Each tool is
 a thin adapter over the services, so a write from any MCP client (Claude Code, Codex, Cursor…)
@@ -9,7 +9,7 @@ Grouping: over stdio one server process serves one MCP session, so the process d
 ``run_id`` at start and every write of the session joins one change set, unless the client
 passes its own ``run_id`` to a tool — or its ``turn_id``: a client that says where its turns
 begin and end (one stdio session can last a whole working day) gets one change set per turn,
-grouped by the turn rule of SPEC §3 rather than the session.
+grouped by the turn rule of docs/architecture.md#change-sets rather than the session.
 
 The token is checked on every call, so revoking it or deactivating its user stops the session.
 """
@@ -132,8 +132,9 @@ def _result(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
 
 
 def _error_data(exc: VersionsError) -> dict[str, Any]:
-    """A service error as the tool's error result: its code and words, and the keys of SPEC §4
-    and §7 that go with it (a refused pre-flight's receipt, the current hash of a stale write)."""
+    """A service error as the tool's error result: its code and words, and the keys of
+    docs/api.md#receipts and docs/api.md#errors that go with it (a refused pre-flight's receipt, the
+    current hash of a stale write)."""
     if isinstance(exc, PreflightFailed):
         return exc.answer()
     data: dict[str, Any] = {"error": exc.code, "message": exc.message}
@@ -211,7 +212,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     server = MCPServer(
         name="versions", title="Versions", instructions=INSTRUCTIONS, version=package_version()
     )
-    # Hints true to what each tool does (SPEC §15): reads are read-only; writes, deletes,
+    # Hints true to what each tool does (docs/api.md#mcp): reads are read-only; writes, deletes,
     # restores and reverts change the app (each behind a restore point, but they do change it);
     # no tool reaches outside this app.
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -456,7 +457,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         return call(body, set_id)
 
     def restore_tool(kind: str, set_id: str, dry_run: bool, expected: Any) -> CallToolResult:
-        """One restore flow for every restore tool (SPEC §12)."""
+        """One restore flow for every restore tool (docs/architecture.md#restore-flow)."""
 
         def body() -> dict[str, Any]:
             actor, app = authorise()

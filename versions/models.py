@@ -1,10 +1,10 @@
 """Versions data model: apps, artifacts, content-addressed blobs, restore points, change sets,
 deployments.
 
-Sources live once, in :class:`Blob`, keyed by the sha256 of their UTF-8 bytes (SPEC §11). An
-artifact references the blob of its current source and a restore point the blob of the source
-it replaced, so a capture only references bytes that are already stored and a restore only
-re-points.
+Sources live once, in :class:`Blob`, keyed by the sha256 of their UTF-8 bytes
+(docs/architecture.md#storage). An artifact references the blob of its current source and a restore
+point the blob of the source it replaced, so a capture only references bytes that are already stored
+and a restore only re-points.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from django.utils import timezone
 from versions.audit_chain import GENESIS, event_document, event_hash, event_id
 from versions.ids import datetime_to_ms
 
-# Collections of an app's artifacts (SPEC §2).
+# Collections of an app's artifacts (docs/architecture.md#domain).
 PAGE = "pltf_page"
 FRONTEND_MODULE = "pltf_frontend_module"
 STYLESHEET = "pltf_stylesheet"
@@ -44,11 +44,11 @@ COLLECTION_CHOICES = [
 # 256 KB; both read back, told apart by their frame's magic number); reading takes one query.
 COMPRESS_FROM_BYTES = 512
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# Delta storage (SPEC §18): a blob may be a zstd frame compressed with a full copy of an earlier
-# version of its artifact as a raw-content dictionary. Every delta is against a full copy (never
-# against another delta), so reading any source fetches at most two rows in one query and runs
-# one decompression; a full copy at least every CHAIN_MAX + 1 versions bounds how far a delta
-# drifts from its base.
+# Delta storage (docs/architecture.md#storage): a blob may be a zstd frame compressed with a full
+# copy of an earlier version of its artifact as a raw-content dictionary. Every delta is against a
+# full copy (never against another delta), so reading any source fetches at most two rows in one
+# query and runs one decompression; a full copy at least every CHAIN_MAX + 1 versions bounds how far
+# a delta drifts from its base.
 CHAIN_MAX = 15
 # Smaller sources are stored whole: a delta would save a few bytes for a compression's cost.
 DELTA_MIN_BYTES = 512
@@ -415,8 +415,8 @@ class ChangeSet(models.Model):
         blank=True,
         default="",
         db_default="",
-        help_text="What the agent was asked or did (SPEC §15): the first message its writes "
-        "gave, or one it set since; at most 2,000 characters.",
+        help_text="What the agent was asked or did (docs/api.md#turn-messages): the first message "
+        "its writes gave, or one it set since; at most 2,000 characters.",
     )
     closed = models.BooleanField(
         default=False,
@@ -490,8 +490,8 @@ class RestorePoint(models.Model):
         blank=True,
         default="",
         db_default="",
-        help_text="Who really wrote it (SPEC §15): user:<name>, token:<prefix>… of <user>, "
-        "or command:<name>, beside the claimed requested_by.",
+        help_text="Who really wrote it (docs/api.md#turn-messages): user:<name>, token:<prefix>… "
+        "of <user>, or command:<name>, beside the claimed requested_by.",
     )
     tool = models.CharField(max_length=200, blank=True)
     created_on = models.DateTimeField()
@@ -513,10 +513,10 @@ class RestorePoint(models.Model):
             # one app (at most the retained points), so turn_id needs no index of its own.
             # Ascending like changeset_app_recent: captures append, queries read backwards.
             models.Index(fields=["app", "created_on"], name="point_app_recent"),
-            # Retention counts and prunes capture points and counter-points apart (SPEC §17):
-            # neither kind's scan reads the other's entries. Ending with the id, it gives the
-            # points in retention's order (newest first, ties by id): the cut beyond the
-            # newest N is read off the index, with no sort.
+            # Retention counts and prunes capture points and counter-points apart
+            # (docs/architecture.md#retention): neither kind's scan reads the other's entries.
+            # Ending with the id, it gives the points in retention's order (newest first, ties by
+            # id): the cut beyond the newest N is read off the index, with no sort.
             models.Index(
                 fields=["app", "kind", "pinned", "created_on", "id"], name="point_app_retention"
             ),
@@ -833,7 +833,8 @@ class AuditEvent(models.Model):
 
 
 class AppMembership(models.Model):
-    """A user's or a group's role on one app (SPEC §19); each role includes the ones before it.
+    """A user's or a group's role on one app (docs/architecture.md#access); each role includes the
+    ones before it.
 
     Managed through :mod:`versions.services.members` (the panel's Members page and the admin),
     which keeps every change in the app's audit log.
@@ -897,8 +898,9 @@ class AppMembership(models.Model):
 
 
 class Deployment(models.Model):
-    """An immutable snapshot of an app (SPEC §13): per artifact, the blob of its source then,
-    or absent (no entry). Entries reference blobs; promoting copies no source bytes."""
+    """An immutable snapshot of an app (docs/architecture.md#environments): per artifact, the blob
+    of its source then, or absent (no entry). Entries reference blobs; promoting copies no source
+    bytes."""
 
     id = models.CharField(max_length=40, primary_key=True, help_text="dp_<ms base36>_<8 chars>.")
     # No index of its own: deployment_app_recent leads with it.
@@ -990,9 +992,9 @@ class DeploymentEvent(models.Model):
     # Last: SQLite keeps the columns after a long value behind its overflow pages, and the
     # rollback path reads the ones above without the receipt.
     receipt = models.JSONField(
-        help_text="The receipt of SPEC §13. A rollback that reverses (or repeats) an earlier "
-        "move leaves out its ``changed`` list: it is that move's (``changes_of``), read when "
-        "the receipt is shown, so a rollback costs the same whatever it changes."
+        help_text="The receipt of docs/api.md#receipts. A rollback that reverses (or repeats) an "
+        "earlier move leaves out its ``changed`` list: it is that move's (``changes_of``), read "
+        "when the receipt is shown, so a rollback costs the same whatever it changes."
     )
 
     class Meta:
@@ -1008,7 +1010,8 @@ class DeploymentEvent(models.Model):
 
 
 class ReadingPreference(models.Model):
-    """How a person reads comparisons (SPEC §16): unified or split, kept across sign-ins.
+    """How a person reads comparisons (docs/architecture.md#reviewing): unified or split, kept
+    across sign-ins.
 
     Written through :mod:`versions.services.reading` only; a person without a row reads unified.
     """
@@ -1037,7 +1040,8 @@ class ReadingPreference(models.Model):
 
 
 class ViewedMark(models.Model):
-    """A file a person marked "Viewed" in a comparison (SPEC §16), for exactly its two states.
+    """A file a person marked "Viewed" in a comparison (docs/architecture.md#reviewing), for exactly
+    its two states.
 
     ``key`` is ``app:artifact:left sha256:right sha256``: when either side changes, the file is
     unread again. Each person keeps at most ``VIEWED_KEPT`` marks; the oldest go first.

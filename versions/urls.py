@@ -45,7 +45,8 @@ urlpatterns = [
     path(f"{_APP}points/<str:point_id>/diff/context/", views.diff_context, name="diff_context"),
     path(f"{_APP}restore-sets/<str:set_id>/", views.receipt, name="receipt"),
     path(f"{_APP}restore-sets/<str:set_id>/receipt.json", views.receipt_json, name="receipt_json"),
-    # Workspaces (SPEC §9): changes logs as change sets, rolled back with Restore all.
+    # Workspaces (docs/architecture.md#workspace-rollback): changes logs as change sets, rolled back
+    # with Restore all.
     path("workspaces/", workspace_views.workspaces, name="workspaces"),
     path("workspaces/<str:name>/", workspace_views.workspace, name="workspace"),
     path(f"{_LOG}", workspace_views.workspace_log, name="workspace_log"),
@@ -77,7 +78,7 @@ urlpatterns = [
     path(f"{_APP}production/promote/", views.promote, name="promote"),
     path(f"{_APP}production/rollback/<str:deployment_id>/", views.rollback, name="rollback"),
     path(f"{_APP}preview/<str:ref>/", views.preview, name="preview"),
-    # Compare any two states (SPEC §16).
+    # Compare any two states (docs/architecture.md#reviewing).
     path(f"{_APP}compare/", views.compare_pick, name="compare_pick"),
     path(f"{_APP}compare/<str:refs>/", views.compare, name="compare"),
     path(f"{_APP}compare/<str:refs>/viewed/", views.compare_viewed, name="compare_viewed"),

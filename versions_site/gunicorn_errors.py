@@ -1,6 +1,6 @@
-"""gunicorn's own error answers as RFC 9457 problem details (SPEC §15: no HTML error reaches an
-API client). gunicorn answers a request it cannot parse — a request line over its limit (414),
-headers too large (431), a malformed request (400) — before Django sees it, with a small HTML
+"""gunicorn's own error answers as RFC 9457 problem details (docs/api.md#errors: no HTML error
+reaches an API client). gunicorn answers a request it cannot parse — a request line over its limit
+(414), headers too large (431), a malformed request (400) — before Django sees it, with a small HTML
 page; ``gunicorn.conf.py`` installs :func:`write_problem` in its place."""
 
 from __future__ import annotations

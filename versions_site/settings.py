@@ -24,9 +24,9 @@ ALLOWED_HOSTS = [
     for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*" if DEBUG else "").split(",")
     if h.strip()
 ]
-# Production (DJANGO_DEBUG=0) refuses to start unsafe (SPEC §17): on the public development key
-# anyone could sign session cookies, and with any Host accepted the site would build its links
-# (and password-reset mails) from whatever Host a request claims.
+# Production (DJANGO_DEBUG=0) refuses to start unsafe (docs/operations.md#production-settings): on
+# the public development key anyone could sign session cookies, and with any Host accepted the site
+# would build its links (and password-reset mails) from whatever Host a request claims.
 NO_SECRET_KEY = (
     "DJANGO_DEBUG=0 needs a secret key of its own: set DJANGO_SECRET_KEY to a long random "
     "value (python -c 'import secrets; print(secrets.token_urlsafe(50))'). The server did not "
@@ -83,13 +83,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",  # only for the API docs page's Swagger UI, served from our static files
-    "axes",  # sign-in throttling (SPEC §17)
+    "axes",  # sign-in throttling (docs/operations.md#sign-in-throttling)
     "versions",
 ]
 
 MIDDLEWARE = [
     # Outermost, so every answer under /apps/<slug>/ is sandboxed: Django's 404s and redirects
-    # too (SPEC §17).
+    # too (docs/architecture.md#live-app-safety).
     "versions.live.sandbox_middleware",
     # A NUL in the address answers 404 / 400 in words before anything reads it (PostgreSQL
     # refuses NUL in text: it would be a 500).
@@ -288,8 +288,8 @@ def _int_env(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
-# Versions limits (SPEC §2, §3). Read at call time through versions.conf, so tests can
-# override them with override_settings.
+# Versions limits (docs/operations.md#settings). Read at call time through versions.conf, so tests
+# can override them with override_settings.
 VERSIONS_MAX_STORED_BYTES = _int_env("VERSIONS_MAX_STORED_BYTES", 1_572_864)
 VERSIONS_MAX_WRITE_BYTES = _int_env("VERSIONS_MAX_WRITE_BYTES", 10 * 1024 * 1024)
 VERSIONS_POINTS_PER_APP = _int_env("VERSIONS_POINTS_PER_APP", 200)

@@ -185,7 +185,8 @@ def axe_source() -> str:
 @pytest.fixture
 def axe(axe_source: str):
     """``axe(page, what)``: run axe-core on the page as it is now and fail on any serious or
-    critical violation, or any heading-order one (headings in order, SPEC §16)."""
+    critical violation, or any heading-order one (headings in order,
+    docs/architecture.md#reviewing)."""
 
     def check(page, what: str) -> None:
         if not page.evaluate("typeof window.axe !== 'undefined'"):

@@ -1,5 +1,6 @@
-"""axe-core on every panel page and state, at 1280 and 390 px (SPEC §16): no serious or critical
-violation (diff gutters' and hunk headers' contrast included) and headings in order."""
+"""axe-core on every panel page and state, at 1280 and 390 px (docs/architecture.md#reviewing): no
+serious or critical violation (diff gutters' and hunk headers' contrast included) and headings in
+order."""
 
 from __future__ import annotations
 

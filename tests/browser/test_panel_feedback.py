@@ -1,6 +1,7 @@
-"""Feedback (SPEC §16), in Chromium at 1280 and 390 px: a request shows that it is working while
-it runs, focus and the view land on the result after a dialog closes, an action refreshes every
-view it changed (no stale "Nothing to restore"), times read in the viewer's time zone."""
+"""Feedback (docs/architecture.md#reviewing), in Chromium at 1280 and 390 px: a request shows that
+it is working while it runs, focus and the view land on the result after a dialog closes, an action
+refreshes every view it changed (no stale "Nothing to restore"), times read in the viewer's time
+zone."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def test_review_name_mark_restore_all_noop_and_undo(page, live_server, make_user
     # The new restore set appeared on top of the list.
     expect(page.locator("#set-list-items > li").first).to_have_id(f"set-{rs_id}")
     # Then → now, the diffs say the artifacts match their state before the set (what the set
-    # itself did, the default view since SPEC §14, does not change with a restore).
+    # itself did, the default view (docs/architecture.md#revert), does not change with a restore).
     row.get_by_role("link", name="Then → now").click()
     expect(row.locator(".status-chip.s-identical")).to_have_count(2)
 

@@ -1,5 +1,6 @@
-"""Reviewing in Chromium (SPEC §16), at 1280 and 390 px: find a set with the search box and the
-filters, compare two states (unified / split, file list, Viewed marks), the review keys."""
+"""Reviewing in Chromium (docs/architecture.md#reviewing), at 1280 and 390 px: find a set with the
+search box and the filters, compare two states (unified / split, file list, Viewed marks), the
+review keys."""
 
 from __future__ import annotations
 

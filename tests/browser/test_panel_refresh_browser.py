@@ -1,7 +1,7 @@
-"""Every view an action changes is refreshed by it, with no reload (SPEC §16, §6): the lists of
-restore points and change sets catch up after a restore or an undo, while the receipt the
-person reads stays open and keeps the focus, and what the action's answer just replaced is not
-asked for again. At 1280 and 390 px."""
+"""Every view an action changes is refreshed by it, with no reload (docs/architecture.md#reviewing,
+docs/architecture.md#panel): the lists of restore points and change sets catch up after a restore or
+an undo, while the receipt the person reads stays open and keeps the focus, and what the action's
+answer just replaced is not asked for again. At 1280 and 390 px."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def test_screenshots_phone(phone_page, live_server, make_user, sign_in):
 
 
 def test_screenshots_review(page, live_server, make_user, sign_in):
-    """Find and compare (SPEC §16)."""
+    """Find and compare (docs/architecture.md#reviewing)."""
     load_demo()
     make_user("rvaid", superuser=True)
     agent = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")

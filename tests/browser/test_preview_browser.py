@@ -1,6 +1,6 @@
-"""Previews in Chromium (SPEC §13): a signed preview link opens a state of the app in the live
-app's sandbox, and — with no cookies sent from the sandbox's opaque origin — its stylesheet,
-module and API route load too, because the link's signature is in every relative URL."""
+"""Previews in Chromium (docs/architecture.md#environments): a signed preview link opens a state of
+the app in the live app's sandbox, and — with no cookies sent from the sandbox's opaque origin — its
+stylesheet, module and API route load too, because the link's signature is in every relative URL."""
 
 from __future__ import annotations
 

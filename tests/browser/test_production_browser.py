@@ -1,6 +1,6 @@
-"""Environments as a person uses them (SPEC §13): the demo's production is from before the
-agent's turn; its preview and the draft's render in the panel's sandboxed frame; Promote to
-production ships the turn, Roll back production takes it off again."""
+"""Environments as a person uses them (docs/architecture.md#environments): the demo's production is
+from before the agent's turn; its preview and the draft's render in the panel's sandboxed frame;
+Promote to production ships the turn, Roll back production takes it off again."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Revert this set as a person uses it (SPEC §14): a later agent edited the same stylesheet
-elsewhere; Restore all's dialog names that later work; Revert this set takes back only the
-agent's turn and keeps the later edit."""
+"""Revert this set as a person uses it (docs/architecture.md#revert): a later agent edited the same
+stylesheet elsewhere; Restore all's dialog names that later work; Revert this set takes back only
+the agent's turn and keeps the later edit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The demo's reviewer (SPEC §19), as a person signs in and clicks: one app listed, no restore
-buttons, a forged restore refused, the other app a 404 in words; the owner's Members tab."""
+"""The demo's reviewer (docs/architecture.md#access), as a person signs in and clicks: one app
+listed, no restore buttons, a forged restore refused, the other app a 404 in words; the owner's
+Members tab."""
 
 from __future__ import annotations
 

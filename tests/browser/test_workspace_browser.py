@@ -1,4 +1,5 @@
-"""A person rolling back a failed workflow phase from the panel, in Chromium (SPEC §9)."""
+"""A person rolling back a failed workflow phase from the panel, in Chromium
+(docs/architecture.md#workspace-rollback)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def workspace(tmp_path: Path, settings) -> tuple[Path, dict[str, bytes]]:
     _write(root, "docs/notes.md", "# Notes\n")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "initial")
-    tracker = ChangesTracker(root / LOG, PHASE)  # gitignores .rollback/ first (SPEC §17)
+    # gitignores .rollback/ first (docs/architecture.md#workspace-rollback)
+    tracker = ChangesTracker(root / LOG, PHASE)
     _git(root, "add", ".gitignore")
     _git(root, "commit", "-q", "-m", "ignore the rollback backups")
     before = _snapshot(root)

@@ -44,7 +44,8 @@ def setup_django(*, with_reversion: bool = False) -> str:
         os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "versions_site.settings")
     os.environ["DJANGO_DEBUG"] = "0"
-    # Production settings refuse to start on the development key or any host (SPEC §17).
+    # Production settings refuse to start on the development key or any host
+    # (docs/operations.md#production-settings).
     os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-" + "k" * 50)
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
     if with_reversion:

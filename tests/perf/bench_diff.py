@@ -6,8 +6,8 @@ every view, so each is a first view) for the expanded restore point of a 1.5 MB 
 2% of its lines changed, against ``git diff --no-index`` of the same pair, interleaved in one
 run. Also the 28 KB demo stylesheet's diff and the change-set list with 200 points.
 
-Compare (SPEC §16): the compare view of two refs 200 restore points apart (the stylesheet
-rewritten 10 times among 190 page writes), first view, for the 28 KB and the 1.5 MB
+Compare (docs/architecture.md#reviewing): the compare view of two refs 200 restore points apart (the
+stylesheet rewritten 10 times among 190 page writes), first view, for the 28 KB and the 1.5 MB
 stylesheet, against ``git diff --no-index`` of the same two states: ``compare_vs_git``.
 Find: the Change sets list with a search term over 5,000 named sets (``search_ms``) and its
 growth from 500 sets (``search_growth``; goal <= 2.0: indexed, not a scan of sources).

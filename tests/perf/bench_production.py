@@ -1,4 +1,5 @@
-"""Production (SPEC §13): instant rollback, promotion and serving, against Restore all and the draft.
+"""Production (docs/architecture.md#environments): instant rollback, promotion and serving, against
+Restore all and the draft.
 
 Run: ``.venv/bin/python tests/perf/bench_production.py`` (DATABASE_URL selects PostgreSQL; the
 benchmark then works in a fresh database of its own, dropped at exit).

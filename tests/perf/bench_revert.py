@@ -1,4 +1,5 @@
-"""Revert this set (SPEC §14) of a 1.5 MB stylesheet vs ``git merge-file`` of the same texts.
+"""Revert this set (docs/architecture.md#revert) of a 1.5 MB stylesheet vs ``git merge-file`` of the
+same texts.
 
 Run: ``.venv/bin/python tests/perf/bench_revert.py`` (DATABASE_URL selects PostgreSQL).
 A set changed 2 % of the lines of a stylesheet just under the 1.5 MiB stored-source cap (spread

@@ -1,5 +1,5 @@
 """Scale: what one app costs with 2,000 other apps in the database, and what history costs
-against git (SPEC §18).
+against git (docs/architecture.md#scale).
 
 Run: ``.venv/bin/python tests/perf/bench_scale.py`` (DATABASE_URL selects PostgreSQL; the
 benchmark then works in a fresh database of its own, dropped at exit). ``--apps N`` changes

@@ -1,6 +1,7 @@
-"""Workspace rollback, closer to the second seed and kinder (SPEC §17): step 8's plan file goes
-even when unlisted, the exit codes are stated as they are, the prompt is a plain question,
-`track_changes` gitignores the backups, and an odd `timestamp` is only a warning."""
+"""Workspace rollback, closer to the second seed and kinder
+(docs/architecture.md#workspace-rollback): step 8's plan file goes even when unlisted, the exit
+codes are stated as they are, the prompt is a plain question, `track_changes` gitignores the
+backups, and an odd `timestamp` is only a warning."""
 
 from __future__ import annotations
 

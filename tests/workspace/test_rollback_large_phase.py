@@ -26,7 +26,8 @@ def big_phase(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     for i in range(MODIFIED):
         write(root, f"src/m{i:03}.ts", f"before {i}\n")
     tracker = ChangesTracker(root / LOG, "big", workspace=root)
-    # Taken after the tracker added .rollback/ to .gitignore (SPEC §17), which stays.
+    # Taken after the tracker added .rollback/ to .gitignore
+    # (docs/architecture.md#workspace-rollback), which stays.
     before = snapshot(root, ignore=(LOG,))
     for i in range(MODIFIED):
         tracker.record_modify(root / f"src/m{i:03}.ts")

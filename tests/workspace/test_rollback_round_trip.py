@@ -66,7 +66,8 @@ def run_phase(root: Path, fake_pnpm: Path) -> ChangesTracker:
 def test_track_roll_back_and_undo_the_rollback_byte_for_byte(
     project: Path, fake_pnpm: Path
 ) -> None:
-    ChangesTracker(project / LOG, "bug-fixing")  # .rollback/ gitignored first (SPEC §17)
+    # .rollback/ gitignored first (docs/architecture.md#workspace-rollback)
+    ChangesTracker(project / LOG, "bug-fixing")
     original = snapshot(project, ignore=(LOG,))
     run_phase(project, fake_pnpm)
     after_phase = snapshot(project, ignore=(LOG,))
@@ -103,7 +104,8 @@ def test_track_roll_back_and_undo_the_rollback_byte_for_byte(
 
 
 def test_a_fully_successful_rollback_and_its_undo_round_trip(project: Path) -> None:
-    tracker = ChangesTracker(project / LOG, "bug-fixing")  # .rollback/ gitignored (SPEC §17)
+    # .rollback/ gitignored (docs/architecture.md#workspace-rollback)
+    tracker = ChangesTracker(project / LOG, "bug-fixing")
     original = snapshot(project, ignore=(LOG,))
     tracker.record_modify(project / "src/app.ts")
     write(project, "src/app.ts", "changed\n")

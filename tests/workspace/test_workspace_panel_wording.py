@@ -1,6 +1,7 @@
-"""The workspace pages of the panel told for a person (SPEC §9), through Django's test client:
-the confirmation summary as a list with singular and plural, the seed's prompt kept verbatim
-behind a disclosure, files a later phase changed again, undo logs, the report, times."""
+"""The workspace pages of the panel told for a person (docs/architecture.md#workspace-rollback),
+through Django's test client: the confirmation summary as a list with singular and plural, the
+seed's prompt kept verbatim behind a disclosure, files a later phase changed again, undo logs, the
+report, times."""
 
 from __future__ import annotations
 

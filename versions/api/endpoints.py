@@ -1,4 +1,5 @@
-"""The agent API (SPEC §7): JSON over HTTP under ``/api/v1/``, a thin adapter over the services.
+"""The agent API (docs/api.md#routes): JSON over HTTP under ``/api/v1/``, a thin adapter over the
+services.
 
 Each request's bearer token becomes an :class:`~versions.services.Actor`; every endpoint makes
 one call into :mod:`versions.services` (which checks access) or reads through
@@ -161,7 +162,7 @@ def _error(
     return problem(api, request, problem_body(status, code, message, **extra), status)
 
 
-# Headers the OpenAPI document states (SPEC §15).
+# Headers the OpenAPI document states (docs/api.md#conventions).
 _ETAG_OUT = {
     "ETag": {
         "description": 'The sha256 of the source, quoted: "<sha256>".',
@@ -533,8 +534,8 @@ def _restore(
     expected: Any = None,
     app: Any = None,
 ) -> HttpResponse:
-    """Run the restore flow and answer its receipt exactly as the engine wrote it (SPEC §4 keys,
-    in their order); a refused pre-flight is the error table's 409."""
+    """Run the restore flow and answer its receipt exactly as the engine wrote it (the keys of
+    docs/api.md#receipts, in their order); a refused pre-flight is the error table's 409."""
     receipt = services.run_restore(
         kind, ident, actor=_actor(request), app=app, dry_run=dry_run, expected=expected
     )
@@ -610,7 +611,7 @@ def post_restore_to_release(
     )
 
 
-# --- production (SPEC §13) ---------------------------------------------------------------
+# --- production (docs/architecture.md#environments) -----------------------------------------------
 
 _NO_BODY_PROMOTE = PromoteIn(ref="draft", note="", expected=None, dry_run=False)
 _NO_BODY_ROLLBACK = RollbackIn(to=None, note="")

@@ -1,7 +1,8 @@
-"""The agent API's answers other than success: the one error → status table (SPEC §12) and the
-handlers that turn every failure into RFC 9457 problem details (``application/problem+json``:
+"""The agent API's answers other than success: the one error → status table (docs/api.md#errors) and
+the handlers that turn every failure into RFC 9457 problem details (``application/problem+json``:
 ``type``, ``title``, ``status``, ``detail``) that keep ``{"error": "<code>", "message":
-"<words>"}`` and the keys of SPEC §4 and §7 as extension members (SPEC §15)."""
+"<words>"}`` and the keys of docs/api.md#receipts and docs/api.md#errors as extension members
+(docs/api.md#errors)."""
 
 from __future__ import annotations
 

@@ -98,7 +98,8 @@ def _name_body() -> str:
 
 
 def name_pattern() -> str:
-    """An artifact name (SPEC §3): not only spaces, no "/", no control or format character."""
+    """An artifact name (docs/architecture.md#write-path): not only spaces, no "/", no control or
+    format character."""
     return f"^{_name_body()}$"
 
 
@@ -237,7 +238,7 @@ class ArtifactRef(Schema):
 
 
 class WriteReceiptOut(Schema):
-    """The receipt of a write (SPEC §3)."""
+    """The receipt of a write (docs/api.md#receipts)."""
 
     artifact: ArtifactRef
     previousSha256: str
@@ -323,7 +324,7 @@ class ChangeSetSummary(Schema):
     id: str
     kind: str
     name: str
-    message: str = Field(description="The turn's message (SPEC §15), or empty.")
+    message: str = Field(description="The turn's message (docs/api.md#turn-messages), or empty.")
     created_on: str
     created_by: str
     requested_by: list[str]
@@ -466,7 +467,8 @@ class RestorePointIn(_JsonObject):
 
 
 class RestoreReceiptOut(Schema):
-    """A restore receipt (SPEC §4, §14): kind restore, revert, noop or dry_run."""
+    """A restore receipt (docs/api.md#receipts, docs/architecture.md#revert): kind restore, revert,
+    noop or dry_run."""
 
     kind: str
     restoredFromSet: str
@@ -517,9 +519,9 @@ ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 4
 
 
 class PromoteIn(_JsonObject):
-    """Promote a state to production (SPEC §13). ``ref``: draft (default), a set, a point or a
-    deployment; ``expected``: "collection/name" → the sha256 you reviewed in the state ``ref``
-    names (a dry run's ``changed[].to``; for the draft, its current hashes)."""
+    """Promote a state to production (docs/architecture.md#environments). ``ref``: draft (default),
+    a set, a point or a deployment; ``expected``: "collection/name" → the sha256 you reviewed in the
+    state ``ref`` names (a dry run's ``changed[].to``; for the draft, its current hashes)."""
 
     ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
     note: str = Field(

@@ -1,6 +1,6 @@
-"""Delta storage (SPEC §18): a blob may be a zstd delta against a full copy of an earlier version
-of its artifact (``base``; ``chain`` counts the versions since that full copy, at most 15).
-Existing blobs stay full copies; 0010 re-packs them.
+"""Delta storage (docs/architecture.md#storage): a blob may be a zstd delta against a full copy of
+an earlier version of its artifact (``base``; ``chain`` counts the versions since that full copy, at
+most 15). Existing blobs stay full copies; 0010 re-packs them.
 
 On PostgreSQL a row stays in the table's own pages up to 8 KB (``toast_tuple_target``): full
 copies are zstd-compressed by then, so moving them out to TOAST would only add a second read and

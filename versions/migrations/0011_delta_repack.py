@@ -1,5 +1,5 @@
-"""Re-pack the blobs already stored as deltas (SPEC §18), in place: each artifact's history,
-oldest first, becomes deltas against a full copy at least every 16 versions.
+"""Re-pack the blobs already stored as deltas (docs/architecture.md#storage), in place: each
+artifact's history, oldest first, becomes deltas against a full copy at least every 16 versions.
 
 Not atomic: it commits every batch of artifacts, so an interrupted migration keeps what it did
 and running it again goes on from there (a blob already a delta is skipped). Reversing it is a

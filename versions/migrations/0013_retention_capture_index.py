@@ -1,6 +1,7 @@
-"""Retention counts capture points and counter-points apart (SPEC §17): its index leads with
-the app and the kind. Restore sets that retention emptied before they were removed with their
-points go now, as they do from now on: a set with no points is never listed as restorable."""
+"""Retention counts capture points and counter-points apart (docs/architecture.md#retention): its
+index leads with the app and the kind. Restore sets that retention emptied before they were removed
+with their points go now, as they do from now on: a set with no points is never listed as
+restorable."""
 
 from django.db import migrations, models
 

@@ -16,7 +16,8 @@ class Migration(migrations.Migration):
                 blank=True,
                 db_default="",
                 default="",
-                help_text="What the agent was asked or did (SPEC §15): the first message its writes gave, or one it set since; at most 2,000 characters.",
+                help_text="What the agent was asked or did (docs/api.md#turn-messages): the first "
+                "message its writes gave, or one it set since; at most 2,000 characters.",
             ),
         ),
         migrations.AddField(
@@ -26,7 +27,8 @@ class Migration(migrations.Migration):
                 blank=True,
                 db_default="",
                 default="",
-                help_text="Who really wrote it (SPEC §15): user:<name>, token:<prefix>… of <user>, or command:<name>, beside the claimed requested_by.",
+                help_text="Who really wrote it (docs/api.md#turn-messages): user:<name>, "
+                "token:<prefix>… of <user>, or command:<name>, beside the claimed requested_by.",
                 max_length=400,
             ),
         ),

@@ -196,7 +196,10 @@ class Migration(migrations.Migration):
                 (
                     "receipt",
                     models.JSONField(
-                        help_text="The receipt of SPEC §13. A rollback that reverses (or repeats) an earlier move leaves out its ``changed`` list: it is that move's (``changes_of``), read when the receipt is shown, so a rollback costs the same whatever it changes."
+                        help_text="The receipt of docs/api.md#receipts. A rollback that reverses "
+                        "(or repeats) an earlier move leaves out its ``changed`` list: it is that "
+                        "move's (``changes_of``), read when the receipt is shown, so a rollback "
+                        "costs the same whatever it changes."
                     ),
                 ),
             ],

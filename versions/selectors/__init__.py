@@ -1,4 +1,4 @@
-"""The Versions selectors: every read (services write, selectors read; SPEC §12).
+"""The Versions selectors: every read (services write, selectors read; docs/architecture.md#layers).
 
 Selectors never write and never import :mod:`versions.services`; services may call them. The
 doors (panel, API, MCP) call them with an app they reached through the services' access
@@ -7,7 +7,7 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.panel` — the panel's lists, expanded sets, points and sources;
 - :mod:`~versions.selectors.agent` — what an agent reads over the API and MCP;
 - :mod:`~versions.selectors.history` — an artifact's history and source at a ref, a point with
-  its source, a set's unified diff (SPEC §15);
+  its source, a set's unified diff (docs/api.md#history);
 - :mod:`~versions.selectors.states` — the state of an app's artifacts at a moment;
 - :mod:`~versions.selectors.set_states` — a set's own diff: before it → right after it;
 - :mod:`~versions.selectors.release` — the release and what changed since it;

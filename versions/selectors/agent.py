@@ -1,6 +1,6 @@
-"""What an agent reads (SPEC §7, §8): an app's artifacts, one artifact with its source, change
-sets and one set with its restore points — as plain JSON-ready dicts, the same for the API and
-the MCP server. Fixed queries whatever the number of rows."""
+"""What an agent reads (docs/api.md#routes, docs/api.md#mcp): an app's artifacts, one artifact with
+its source, change sets and one set with its restore points — as plain JSON-ready dicts, the same
+for the API and the MCP server. Fixed queries whatever the number of rows."""
 
 from __future__ import annotations
 
@@ -217,8 +217,8 @@ def change_set_detail(change_set: ChangeSet) -> dict[str, Any]:
 
 
 def change_set_view(change_set: ChangeSet, view: str) -> dict[str, Any]:
-    """A set's diff summary in one of the two views of SPEC §14 — ``set`` (before it → right
-    after it: what it did) or ``now`` (before it → the current sources) — with its line
+    """A set's diff summary in one of the two views of docs/architecture.md#revert — ``set`` (before
+    it → right after it: what it did) or ``now`` (before it → the current sources) — with its line
     totals, per artifact the change and its counts, and in words why a side is unknown."""
     states = set_states(change_set.id, view)
     return {

@@ -1,4 +1,5 @@
-"""Compare any two states of an app (SPEC §16): the state each ref names, and what differs.
+"""Compare any two states of an app (docs/architecture.md#reviewing): the state each ref names, and
+what differs.
 
 A ref is ``draft`` (every artifact's current state), a change set id (the app's state right
 after that set was complete) or a restore point id (the state just before that point's write:

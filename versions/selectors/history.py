@@ -1,5 +1,5 @@
-"""History reads for agents (SPEC §15): an artifact's restore points, its source at a ref, a
-point with its previous source, and a set's diff as unified diff text — the same JSON-ready
+"""History reads for agents (docs/api.md#history): an artifact's restore points, its source at a
+ref, a point with its previous source, and a set's diff as unified diff text — the same JSON-ready
 answers for the API and the MCP server. The doors pass an app (or set, or point) they reached
 through the services' access check.
 
@@ -84,7 +84,8 @@ def _artifact(app: App, collection: str, name: str) -> Artifact:
 
 
 def history_point(point: RestorePoint) -> dict[str, Any]:
-    """A restore point as the history lists it: SPEC §7's point with who really wrote it."""
+    """A restore point as the history lists it: the point of docs/api.md#history with who really
+    wrote it."""
     return {**point_out(point), "written_by": point.written_by}
 
 

@@ -1,4 +1,4 @@
-"""Who has which role on an app (SPEC §19), and the recent changes to it."""
+"""Who has which role on an app (docs/architecture.md#access), and the recent changes to it."""
 
 from __future__ import annotations
 

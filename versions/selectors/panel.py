@@ -147,8 +147,8 @@ def change_set_row(app: App, set_id: str) -> ChangeSet:
     return cs
 
 
-# The two views of a set's diff (SPEC §14): what the set itself did (before it → right after
-# it), or its then → now (before it → the artifact's current source).
+# The two views of a set's diff (docs/architecture.md#revert): what the set itself did (before it →
+# right after it), or its then → now (before it → the artifact's current source).
 SET_VIEW = "set"
 NOW_VIEW = "now"
 VIEWS = (SET_VIEW, NOW_VIEW)
@@ -265,8 +265,9 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
     shas = set(shas)
     if not shas:
         return {}
-    # The blobs and, for deltas, the full copies they need (SPEC §18), in the same query: one
-    # list found on the primary key (an OR of the two had PostgreSQL scan every app's blobs).
+    # The blobs and, for deltas, the full copies they need (docs/architecture.md#storage), in the
+    # same query: one list found on the primary key (an OR of the two had PostgreSQL scan every
+    # app's blobs).
     wanted = sorted(shas)
     table = connection.ops.quote_name(Blob._meta.db_table)
     marks = ", ".join(["%s"] * len(wanted))
@@ -579,13 +580,14 @@ def artifact_shas(app: App, keys: list[str]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Finding sets (SPEC §16): one search box and the Change sets filters
+# Finding sets (docs/architecture.md#reviewing): one search box and the Change sets filters
 # --------------------------------------------------------------------------------------------
 
 # A collapsed row names its first few artifacts, then "+N more".
 ROW_ARTIFACTS = 3
 KIND_FILTERS = ("", "change", "restore")
-# A set's message (what the agent said it did, SPEC §15) is searched once the model has it.
+# A set's message (what the agent said it did, docs/api.md#turn-messages) is searched once the model
+# has it.
 _HAS_MESSAGE = any(f.name == "message" for f in ChangeSet._meta.get_fields())
 
 
@@ -649,7 +651,7 @@ class SetQuery:
         """The filters as conditions on the app's sets: columns of the set itself, or EXISTS
         over its points (the points' change_set index) — never the sources."""
         # The app's points only (its id leads their indexes): a planner that hashes the
-        # subquery then reads this app's points, never every app's (SPEC §18).
+        # subquery then reads this app's points, never every app's (docs/architecture.md#scale).
         points = RestorePoint.objects.filter(app_id=app.pk, change_set=OuterRef("pk"))
         if self.kind:
             qs = qs.filter(kind=self.kind)

@@ -1,5 +1,5 @@
-"""Production reads (SPEC §13): the app's deployments and the history of its production, as the
-panel, the API and MCP show them."""
+"""Production reads (docs/architecture.md#environments): the app's deployments and the history of
+its production, as the panel, the API and MCP show them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""A person's review preferences (SPEC §16): the layout they read comparisons in, and which
-files of a comparison they marked "Viewed" (written by ``versions.services.mark_viewed``)."""
+"""A person's review preferences (docs/architecture.md#reviewing): the layout they read comparisons
+in, and which files of a comparison they marked "Viewed" (written by
+``versions.services.mark_viewed``)."""
 
 from __future__ import annotations
 

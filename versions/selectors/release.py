@@ -1,4 +1,5 @@
-"""Release review reads (SPEC §6b): the release, when it was complete, what changed since."""
+"""Release review reads (docs/architecture.md#release-review): the release, when it was complete,
+what changed since."""
 
 from __future__ import annotations
 

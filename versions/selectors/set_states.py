@@ -1,4 +1,5 @@
-"""A change set's own diff (SPEC §14): what the set itself did, before it → right after it.
+"""A change set's own diff (docs/architecture.md#revert): what the set itself did, before it → right
+after it.
 
 A set's then → now view mixes in whatever later sets did to the same artifacts; its own view
 shows, per artifact, its state just before the set's first point on it and its state right

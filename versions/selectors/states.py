@@ -1,4 +1,5 @@
-"""The state of an app's artifacts at a moment, and how each is known (SPEC §6b, §13).
+"""The state of an app's artifacts at a moment, and how each is known
+(docs/architecture.md#release-review, docs/architecture.md#environments).
 
 The one rule everything here rests on: the state of an artifact at moment T is the previous
 state of its first restore point after T, or its current state when it has no point after T.

@@ -7,18 +7,20 @@ outside this package imports a module inside it: everything a caller needs is re
 
 - ``access`` — the :class:`Actor` and the access checks;
 - ``apps`` — adding and renaming an app;
-- ``agent_writes`` — a change set's message, and a partial edit of an artifact (SPEC §15);
+- ``agent_writes`` — a change set's message, and a partial edit of an artifact
+  (docs/api.md#turn-messages);
 - ``audit`` — the audit trail: :func:`record` appends an action to its hash chain;
-- ``capture`` — every write records a restore point first (SPEC §3);
-- ``restore`` — Restore all, Restore, and the engine's receipts (SPEC §4);
-- ``release`` — Restore to release (SPEC §6b);
-- ``revert`` — Revert this set: a three-way merge that keeps later work (SPEC §14);
-- ``flow`` — the one restore flow every door runs (SPEC §12);
-- ``members`` — people's roles per app (SPEC §19);
+- ``capture`` — every write records a restore point first (docs/architecture.md#write-path);
+- ``restore`` — Restore all, Restore, and the engine's receipts (docs/architecture.md#restore);
+- ``release`` — Restore to release (docs/architecture.md#release-review);
+- ``revert`` — Revert this set: a three-way merge that keeps later work
+  (docs/architecture.md#revert);
+- ``flow`` — the one restore flow every door runs (docs/architecture.md#restore-flow);
+- ``members`` — people's roles per app (docs/architecture.md#access);
 - ``naming`` — names and the release mark;
-- ``reading`` — a person's comparison layout and Viewed marks (SPEC §16);
+- ``reading`` — a person's comparison layout and Viewed marks (docs/architecture.md#reviewing);
 - ``retention`` — pruning and pins;
-- ``routes`` — the route-save path (SPEC §5);
+- ``routes`` — the route-save path (docs/architecture.md#live-app);
 - ``tokens`` — agent tokens;
 - ``validation`` — what a name, collection or source must be.
 """

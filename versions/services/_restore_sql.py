@@ -1,4 +1,4 @@
-"""Prepared SQL for the restore engine (SPEC §4, §11).
+"""Prepared SQL for the restore engine (docs/architecture.md#restore, docs/architecture.md#storage).
 
 A Restore all is a handful of statements over many rows; building them through the ORM (query
 compilation, per-value preparation, model instances) costs more than running them. These

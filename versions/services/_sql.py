@@ -224,7 +224,7 @@ def _sql(vendor: str) -> dict[str, str]:
         # The app's unpinned capture points beyond the newest N, newest first: one backward
         # scan of the retention index (which ends with the id, so this order is the index's),
         # reading the N kept entries and the ones beyond. Counter-points are not counted
-        # (SPEC §17): see "excess_counters".
+        # (docs/architecture.md#retention): see "excess_counters".
         "excess_rows": (
             "SELECT id, previous_blob_id, change_set_id, artifact_id, created_on "
             f"FROM {point} WHERE app_id = %s AND kind = '{capture}' AND pinned = %s "
@@ -251,8 +251,8 @@ def _sql(vendor: str) -> dict[str, str]:
         # checked at commit). No statement needs the previous one's rows, so
         # on PostgreSQL they travel in one pipeline. Each finds its rows by the given sets' keys
         # and each gone set by its primary key: never a scan of every app's sets, as `NOT IN
-        # (SELECT id FROM <all sets>)` was (SPEC §18). No app predicate beside the keys: a
-        # planner could then prefer the app's index and read every set or mark of the app.
+        # (SELECT id FROM <all sets>)` was (docs/architecture.md#scale). No app predicate beside the
+        # keys: a planner could then prefer the app's index and read every set or mark of the app.
         "delete_emptied_sets": (
             f"DELETE FROM {change_set} WHERE id IN ({{ids}}) AND name = '' "
             f"AND NOT EXISTS (SELECT 1 FROM {app_table} AS ap "
@@ -294,7 +294,7 @@ def _sql(vendor: str) -> dict[str, str]:
         #   another pruner took is gone already);
         # - "moved": their artifacts' pruned_until moved forward;
         # - "listed": every set they were in lists them (an emptied one too, so until it goes
-        #   it reads as pruned, never as restorable: SPEC §17);
+        #   it reads as pruned, never as restorable: docs/architecture.md#retention);
         # then, in "prune_owing", each gone point owes a row of the app's debt ("owed": the
         # blob it held, its set), and in "prune_settling", which a pruner runs instead once the
         # app owes a batch of rows (``VERSIONS_SWEEP_BATCH``), the rows owed before are
@@ -307,9 +307,9 @@ def _sql(vendor: str) -> dict[str, str]:
         #   else references them (a blob referenced again is not, and its debt is paid). The
         #   statement still sees the points it deletes, so their references do not count.
         # Settling in batches pays a sweep's and a set removal's work once for many points, and
-        # takes both off most writes at the limit (SPEC §18: prune_vs_write); an app leaves at
-        # most a batch of points unsettled: their blobs unswept, their emptied sets listed as
-        # pruned.
+        # takes both off most writes at the limit (docs/architecture.md#scale: prune_vs_write); an
+        # app leaves at most a batch of points unsettled: their blobs unswept, their emptied sets
+        # listed as pruned.
         # No row is modified twice: "emptied" skips the sets of "gone", which "listed"
         # updates (they are owed to the next batch); restore sets hold no capture, so
         # "unlinked" touches none of the sets of "gone". Each reference check is fenced (see
@@ -384,7 +384,7 @@ def _sql(vendor: str) -> dict[str, str]:
         # delta that needs it goes with it (a delta is never a base: chains are one deep).
         # (The candidates and their bases are one list, found on the primary key: an OR of
         # the two would have the planner scan the tables.) Each check is fenced (see ``fence``).
-        # No deployment may reference it either (SPEC §13).
+        # No deployment may reference it either (docs/architecture.md#environments).
         "sweep": sweep,
         # The lock, the current source and the retention count, in one statement (on SQLite
         # the write lock is already held, so the count cannot go stale; on PostgreSQL it is

@@ -1,8 +1,8 @@
 """Low-level building blocks of the blob store: hashing, delta packing, re-pointing, re-packing.
 
-Delta storage (SPEC §18): a new version of an artifact is stored as a zstd frame compressed
-with a full copy of an earlier version as a raw-content dictionary (``zstandard``), when that
-saves at least half of its bytes. Every delta is against a *full copy* — the previous version
+Delta storage (docs/architecture.md#storage): a new version of an artifact is stored as a zstd frame
+compressed with a full copy of an earlier version as a raw-content dictionary (``zstandard``), when
+that saves at least half of its bytes. Every delta is against a *full copy* — the previous version
 itself when that is one, else the full copy the previous version is a delta against — and a new
 full copy is stored once :data:`~versions.models.CHAIN_MAX` versions were deltas against the
 same one. Reading any source is so one query for at most two rows and one decompression.
@@ -153,7 +153,8 @@ def repack(
     limit: int | None = None,
     models: Any = None,
 ) -> RepackResult:
-    """Rewrite the full copies of each artifact's history as deltas, in place (SPEC §18).
+    """Rewrite the full copies of each artifact's history as deltas, in place
+    (docs/architecture.md#storage).
 
     Walks every artifact (of ``app_id``, or all) in id order, ``batch`` artifacts per
     transaction, so an interrupted run keeps what it committed and a second run picks up

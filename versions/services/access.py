@@ -1,4 +1,5 @@
-"""Who is acting, and what they may do: the one place every door's access check lives (SPEC §12).
+"""Who is acting, and what they may do: the one place every door's access check lives
+(docs/architecture.md#layers).
 
 Each door builds an :class:`Actor` once per request — the panel from the signed-in user, the API
 and the MCP server from an agent token, commands as a trusted command — and passes it to the
@@ -10,8 +11,8 @@ release), ``restore`` (Restore, Restore all, Revert, Restore to release), ``prom
 roll back production), ``manage`` (an app's members and agent tokens), and ``write`` (write
 artifacts: what agent tokens and commands do).
 
-Who may do what (SPEC §6, §19): a global Django permission allows its action on every app; a
-role on one app (``AppMembership``, for the user or one of their groups; the highest wins)
+Who may do what (docs/architecture.md#access): a global Django permission allows its action on every
+app; a role on one app (``AppMembership``, for the user or one of their groups; the highest wins)
 allows its actions there. An app a person may not view does not exist for them (``NotFound``).
 A token acts only on its apps, and never beyond its user's role there.
 """
@@ -38,7 +39,8 @@ MANAGE = "manage"
 WRITE = "write"
 ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
 
-# The global Django permissions of SPEC §6 (and §13): each means "this action on every app".
+# The global Django permissions of docs/architecture.md#access (and
+# docs/architecture.md#environments): each means "this action on every app".
 PERMISSIONS = {
     VIEW: "versions.view_changeset",
     NAME: "versions.change_changeset",
@@ -46,7 +48,8 @@ PERMISSIONS = {
     PROMOTE: "versions.promote_deployment",
 }
 
-# The actions of each role on its app (SPEC §19); each includes the ones before it.
+# The actions of each role on its app (docs/architecture.md#access); each includes the ones before
+# it.
 ROLE_ACTIONS: dict[str, frozenset[str]] = {}
 _granted: set[str] = set()
 for _role, _adds in zip(AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True):
@@ -279,8 +282,8 @@ def _has_members(app: App) -> bool:
 
 
 def principal(actor: Actor | None, by: str | None) -> str:
-    """Who really acts, for the record (``written_by``, SPEC §15): the actor's label, or for a
-    trusted caller without one the command it acts as, ``command:<by>``."""
+    """Who really acts, for the record (``written_by``, docs/api.md#turn-messages): the actor's
+    label, or for a trusted caller without one the command it acts as, ``command:<by>``."""
     return trusted(actor, by).label
 
 
@@ -329,8 +332,8 @@ def trusted(actor: Actor | None, by: str | None) -> Actor:
 
 
 def require_workspace_rollback(actor: Actor) -> None:
-    """Rolling back a workspace (SPEC §9) needs the restore permission on every app: a
-    workspace belongs to no app (``Forbidden`` in words)."""
+    """Rolling back a workspace (docs/architecture.md#workspace-rollback) needs the restore
+    permission on every app: a workspace belongs to no app (``Forbidden`` in words)."""
     if restores_everywhere(actor):
         return
     raise Forbidden(NO_WORKSPACE_ROLLBACK.format(who=actor.who))

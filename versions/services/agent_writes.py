@@ -1,5 +1,5 @@
-"""What an agent says and edits (SPEC §15): a change set's message, and a partial edit of one
-artifact (replace one exact, unique piece of text), captured like any write."""
+"""What an agent says and edits (docs/api.md#turn-messages): a change set's message, and a partial
+edit of one artifact (replace one exact, unique piece of text), captured like any write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The capture service: every write to an artifact records a restore point first (SPEC §3)."""
+"""The capture service: every write to an artifact records a restore point first
+(docs/architecture.md#write-path)."""
 
 from __future__ import annotations
 
@@ -418,9 +419,10 @@ class _Who:
     tool: str
     run_id: str
     turn_id: str
-    # The authenticated principal (Actor.label), beside the claimed requested_by (SPEC §15).
+    # The authenticated principal (Actor.label), beside the claimed requested_by
+    # (docs/api.md#turn-messages).
     written_by: str = ""
-    # The turn's message (SPEC §15), "" when none was given.
+    # The turn's message (docs/api.md#turn-messages), "" when none was given.
     message: str = ""
 
     @classmethod
@@ -545,7 +547,7 @@ def write_artifact(
 
     One transaction: if the point cannot be stored, the write does not land. ``actor``: who
     writes (checked: it may write to the app); without it, a trusted command. ``message``:
-    the turn's message, kept by its change set when it has none yet (SPEC §15).
+    the turn's message, kept by its change set when it has none yet (docs/api.md#turn-messages).
     """
     validate_collection(collection)
     name = validate_name(name)

@@ -49,8 +49,8 @@ NO_EARLIER_DEPLOYMENT = (
     "deployment to roll back to."
 )
 DEPLOYMENT_NOT_FOUND = "App “{app}” has no deployment “{id}”."
-# What a restore, revert or write of an app with production says (SPEC §13): it changed the
-# draft only.
+# What a restore, revert or write of an app with production says
+# (docs/architecture.md#environments): it changed the draft only.
 PRODUCTION_STILL_SERVES = "Production still serves {deployment}; promote to ship this."
 NOTE_NOT_TEXT = "A note must be text."
 NOTE_TOO_LONG = "A note is at most 500 characters."
@@ -71,7 +71,7 @@ FINDING_NOT_REVIEWED = (
     "Review the promotion again."
 )
 
-# The keys of a promotion's or rollback's receipt, in order (SPEC §13).
+# The keys of a promotion's or rollback's receipt, in order (docs/api.md#receipts).
 _RECEIPT_KEYS = (
     "deploymentId",
     "kind",

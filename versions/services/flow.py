@@ -1,4 +1,5 @@
-"""The restore flow (SPEC §12): one entry for every kind of restore a person or agent confirms.
+"""The restore flow (docs/architecture.md#restore-flow): one entry for every kind of restore a
+person or agent confirms.
 
 Each door runs the same steps — a dry run for the dialog, then the confirmed restore with the
 hashes the person reviewed as "now", then the receipt — through :func:`run_restore`, whatever

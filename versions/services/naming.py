@@ -1,4 +1,5 @@
-"""Names and the release mark (SPEC §2, §6): naming sets and points, marking the release.
+"""Names and the release mark (docs/architecture.md#domain, docs/architecture.md#panel): naming sets
+and points, marking the release.
 
 A named point, the points of a named set and those of the release set are pinned
 (:func:`versions.services.retention.refresh_pins`), so retention never prunes them.
@@ -37,7 +38,8 @@ SET_ALL_PRUNED = (
 
 def _keeps_points(cs: ChangeSet, doing: str) -> None:
     """A set whose every point retention pruned (it lingers, listed as pruned, until the
-    app's debt is settled: SPEC §17) is not named or marked: nothing of it can be restored."""
+    app's debt is settled: docs/architecture.md#retention) is not named or marked: nothing of it can
+    be restored."""
     if not RestorePoint.objects.filter(change_set_id=cs.id).exists():
         raise Conflict(SET_ALL_PRUNED.format(id=cs.id, doing=doing))
 

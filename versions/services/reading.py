@@ -1,4 +1,5 @@
-"""A person's review preferences (SPEC §16): unified or split, and the files marked "Viewed".
+"""A person's review preferences (docs/architecture.md#reviewing): unified or split, and the files
+marked "Viewed".
 
 They belong to the signed-in person, not to a session or an app's history: they survive
 sign-out, follow the person to another browser and are nobody else's. A mark names a file's

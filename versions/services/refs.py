@@ -1,4 +1,5 @@
-"""States of an app (SPEC §13): what a ref names, artifact by artifact, and signed preview links.
+"""States of an app (docs/architecture.md#environments): what a ref names, artifact by artifact, and
+signed preview links.
 
 A ref is ``draft`` (the artifacts as agents left them), ``production`` (the deployment
 production serves), a deployment id (``dp_…``), a set id (``cs_…`` or ``rs_…``: the state right

@@ -40,7 +40,7 @@ from versions.services import _sql
 
 logger = logging.getLogger(__name__)
 
-# Restore sets' ids start with it (SPEC §2: ``rs_<ms>_<rand>``).
+# Restore sets' ids start with it (docs/architecture.md#domain: ``rs_<ms>_<rand>``).
 RESTORE_SET_PREFIX = "rs_"
 
 
@@ -116,9 +116,9 @@ def prune_after_commit(
 
 
 def prune_after_restore(app: App, restore_set_id: str, restored_from: str) -> int:
-    """Retention after a restore (SPEC §17): it never prunes the points of the new restore set,
-    of the set it restored, nor — when that was itself a restore set, i.e. this is an undo — of
-    the set that one restored; so the restore can be undone, and the undo undone."""
+    """Retention after a restore (docs/architecture.md#retention): it never prunes the points of the
+    new restore set, of the set it restored, nor — when that was itself a restore set, i.e. this is
+    an undo — of the set that one restored; so the restore can be undone, and the undo undone."""
     protect = {restore_set_id, restored_from}
     if restored_from.startswith(RESTORE_SET_PREFIX):
         origin = (
@@ -133,7 +133,8 @@ def prune_after_restore(app: App, restore_set_id: str, restored_from: str) -> in
 
 def over_limit(app: App) -> bool:
     """Whether the app keeps more unpinned capture points than its retention limit: a turn
-    larger than the limit is kept whole until the next write (SPEC §18), which the panel says."""
+    larger than the limit is kept whole until the next write (docs/architecture.md#retention), which
+    the panel says."""
     keep = conf.points_per_app()
     return _sql.count_unpinned(app.pk, keep + 1) > keep
 
@@ -226,7 +227,8 @@ def refresh_pins(*, set_ids: list[str] | None = None, point_ids: list[str] | Non
         points = points.filter(change_set_id__in=set_ids)
     if point_ids is not None:
         points = points.filter(id__in=point_ids)
-    # Only the sets involved can be a release: never read every app's mark (SPEC §18).
+    # Only the sets involved can be a release: never read every app's mark
+    # (docs/architecture.md#scale).
     involved = (
         list(set_ids)
         if set_ids is not None

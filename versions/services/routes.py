@@ -1,4 +1,5 @@
-"""The route-save path (SPEC §5): the one function every route write and restore goes through.
+"""The route-save path (docs/architecture.md#live-app): the one function every route write and
+restore goes through.
 
 A route source is a JSON spec, data and never code: ``{"method": "GET", "path":
 "/quotes/{id}", "status": 200, "headers": {...}, "body": <JSON>}``.
@@ -23,40 +24,40 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _PARAM = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
 _SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@-]+$")
 
-SPEC_NOT_JSON = "The route spec is not valid JSON: {detail}."
-SPEC_NOT_OBJECT = "The route spec must be a JSON object with method, path, status and body."
-SPEC_BAD_METHOD = "The route method must be one of {methods} (got {method})."
-SPEC_BAD_PATH = (
+ROUTE_NOT_JSON = "The route spec is not valid JSON: {detail}."
+ROUTE_NOT_OBJECT = "The route spec must be a JSON object with method, path, status and body."
+ROUTE_BAD_METHOD = "The route method must be one of {methods} (got {method})."
+ROUTE_BAD_PATH = (
     "The route path must start with “/” and hold only URL-safe segments or {{param}} "
     "placeholders (got {path})."
 )
-SPEC_BAD_STATUS = "The route status must be a whole number from 200 to 599 (got {status})."
-SPEC_DOT_SEGMENT = (
+ROUTE_BAD_STATUS = "The route status must be a whole number from 200 to 599 (got {status})."
+ROUTE_DOT_SEGMENT = (
     "The route path may not hold a “.” or “..” segment: a browser removes them before it "
     "asks, so no request could reach the route (got {path})."
 )
-SPEC_BAD_HEADERS = "The route headers must be an object of text names to text values."
-SPEC_HEADER_NOT_ALLOWED = (
+ROUTE_BAD_HEADERS = "The route headers must be an object of text names to text values."
+ROUTE_HEADER_NOT_ALLOWED = (
     "A route spec may not set the header “{name}”: it may set Content-Type, Cache-Control, "
     "ETag, Last-Modified, Expires, Vary, Content-Language, Retry-After, a relative Location "
     "and X-… headers."
 )
-SPEC_HEADER_FOR_THE_PROXY = (
+ROUTE_HEADER_FOR_THE_PROXY = (
     "A route spec may not set the header “{name}”: a proxy in front of the server acts on it "
     "(it could make the proxy serve a file of the server or another address)."
 )
-SPEC_HEADER_VALUE_NOT_VISIBLE = (
+ROUTE_HEADER_VALUE_NOT_VISIBLE = (
     "The value of the route header “{name}” may hold only visible ASCII characters and spaces "
     "(found {char} at {pos})."
 )
-SPEC_HEADERS_TOO_LARGE = (
+ROUTE_HEADERS_TOO_LARGE = (
     "The route headers are {size:,} bytes in all; a route may send at most {limit:,} bytes "
     "of headers."
 )
-SPEC_LOCATION_NOT_RELATIVE = (
+ROUTE_LOCATION_NOT_RELATIVE = (
     "The route header Location must be a path on this site, like “/quotes/42” (got {value})."
 )
-SPEC_TOO_DEEP = "The route body is nested more than {depth} levels deep."
+ROUTE_TOO_DEEP = "The route body is nested more than {depth} levels deep."
 # The headers a route spec may set. The live app is served on the panel's origin, so anything
 # that acts on the origin (cookies, Clear-Site-Data, CSP, HSTS, authentication prompts, CORS)
 # or on the connection stays ours; an off-site Location would make the panel an open redirect.
@@ -104,13 +105,13 @@ MAX_HEADER_BYTES = 8192
 # Past a few dozen headers, clients and proxies give up on a response (many cap the count):
 # a route of 500 one-byte headers fits in 8 KB and still breaks them.
 MAX_HEADERS = 50
-SPEC_TOO_MANY_HEADERS = "The route sets {count} headers; a route may set at most {limit}."
+ROUTE_TOO_MANY_HEADERS = "The route sets {count} headers; a route may set at most {limit}."
 _NOT_CUSTOM = frozenset({"x-content-type-options", "x-frame-options", "x-xss-protection"})
 _VISIBLE = re.compile(r"[\x20-\x7e]*")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # RFC 9110 field names
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 MAX_BODY_DEPTH = 32
-SPEC_DUPLICATE_PARAM = "The route path names the parameter {{{name}}} twice."
+ROUTE_DUPLICATE_PARAM = "The route path names the parameter {{{name}}} twice."
 ROUTE_AMBIGUOUS = (
     "Another live route of this app already answers {key}: “{other}”. "
     "Two routes with the same method and path would be ambiguous."
@@ -143,32 +144,32 @@ def parse_route_spec(source: str) -> RouteSpec:
     try:
         data = json.loads(source)
     except (ValueError, RecursionError) as exc:
-        raise InvalidSpec(SPEC_NOT_JSON.format(detail=exc), field="source")
+        raise InvalidSpec(ROUTE_NOT_JSON.format(detail=exc), field="source")
     if not isinstance(data, dict):
-        raise InvalidSpec(SPEC_NOT_OBJECT, field="source")
+        raise InvalidSpec(ROUTE_NOT_OBJECT, field="source")
     method = data.get("method", "GET")
     if not isinstance(method, str) or method.upper() not in METHODS:
         raise InvalidSpec(
-            SPEC_BAD_METHOD.format(methods=", ".join(METHODS), method=json.dumps(method)),
+            ROUTE_BAD_METHOD.format(methods=", ".join(METHODS), method=json.dumps(method)),
             field="source",
         )
     path = data.get("path")
     if not isinstance(path, str) or not path.startswith("/") or len(path) > 300:
-        raise InvalidSpec(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source")
+        raise InvalidSpec(ROUTE_BAD_PATH.format(path=json.dumps(path)), field="source")
     names: set[str] = set()
     for segment in [s for s in path.strip("/").split("/") if s]:
         if segment in (".", ".."):
-            raise InvalidSpec(SPEC_DOT_SEGMENT.format(path=json.dumps(path)), field="source")
+            raise InvalidSpec(ROUTE_DOT_SEGMENT.format(path=json.dumps(path)), field="source")
         param = _PARAM.match(segment)
         if param:
             if param.group(1) in names:
-                raise InvalidSpec(SPEC_DUPLICATE_PARAM.format(name=param.group(1)), field="source")
+                raise InvalidSpec(ROUTE_DUPLICATE_PARAM.format(name=param.group(1)), field="source")
             names.add(param.group(1))
         elif not _SEGMENT.match(segment):
-            raise InvalidSpec(SPEC_BAD_PATH.format(path=json.dumps(path)), field="source")
+            raise InvalidSpec(ROUTE_BAD_PATH.format(path=json.dumps(path)), field="source")
     status = data.get("status", 200)
     if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
-        raise InvalidSpec(SPEC_BAD_STATUS.format(status=json.dumps(status)), field="source")
+        raise InvalidSpec(ROUTE_BAD_STATUS.format(status=json.dumps(status)), field="source")
     headers = data.get("headers", {}) or {}
     if not isinstance(headers, dict) or not all(
         isinstance(k, str)
@@ -177,10 +178,10 @@ def parse_route_spec(source: str) -> RouteSpec:
         and k.strip()
         for k, v in headers.items()
     ):
-        raise InvalidSpec(SPEC_BAD_HEADERS, field="source")
+        raise InvalidSpec(ROUTE_BAD_HEADERS, field="source")
     if len(headers) > MAX_HEADERS:
         raise InvalidSpec(
-            SPEC_TOO_MANY_HEADERS.format(count=len(headers), limit=MAX_HEADERS), field="source"
+            ROUTE_TOO_MANY_HEADERS.format(count=len(headers), limit=MAX_HEADERS), field="source"
         )
     for name, value in headers.items():
         problem = header_problem(name, value)
@@ -189,10 +190,10 @@ def parse_route_spec(source: str) -> RouteSpec:
     size = sum(len(name) + len(value) for name, value in headers.items())
     if size > MAX_HEADER_BYTES:
         raise InvalidSpec(
-            SPEC_HEADERS_TOO_LARGE.format(size=size, limit=MAX_HEADER_BYTES), field="source"
+            ROUTE_HEADERS_TOO_LARGE.format(size=size, limit=MAX_HEADER_BYTES), field="source"
         )
     if _depth(data.get("body")) > MAX_BODY_DEPTH:
-        raise InvalidSpec(SPEC_TOO_DEEP.format(depth=MAX_BODY_DEPTH), field="source")
+        raise InvalidSpec(ROUTE_TOO_DEEP.format(depth=MAX_BODY_DEPTH), field="source")
     return RouteSpec(
         method=method.upper(), path=path, status=status, headers=headers, body=data.get("body")
     )
@@ -203,18 +204,18 @@ def header_problem(name: str, value: str) -> str | None:
     lower = name.lower()
     custom = lower.startswith(_CUSTOM_HEADER) and lower not in _NOT_CUSTOM
     if not _TOKEN.match(name) or not (lower in ALLOWED_HEADERS or custom):
-        return SPEC_HEADER_NOT_ALLOWED.format(name=name)
+        return ROUTE_HEADER_NOT_ALLOWED.format(name=name)
     if lower in _PROXY_HEADERS or lower.startswith(_PROXY_HEADER_PREFIXES):
-        return SPEC_HEADER_FOR_THE_PROXY.format(name=name)
+        return ROUTE_HEADER_FOR_THE_PROXY.format(name=name)
     if lower == "location":
         # Browsers drop tabs and spaces from URLs and read "\\" as "/": "/\\t/evil.example" or
         # "/\\evil.example" would leave the site, so neither is allowed in a Location.
         odd = any(ord(c) <= 32 or ord(c) == 127 or c == "\\" for c in value)
         if odd or _SCHEME.match(value) or value.startswith("//"):
-            return SPEC_LOCATION_NOT_RELATIVE.format(value=json.dumps(value))
+            return ROUTE_LOCATION_NOT_RELATIVE.format(value=json.dumps(value))
     if not _VISIBLE.fullmatch(value):
         pos, char = next((i, c) for i, c in enumerate(value) if not _VISIBLE.fullmatch(c))
-        return SPEC_HEADER_VALUE_NOT_VISIBLE.format(
+        return ROUTE_HEADER_VALUE_NOT_VISIBLE.format(
             name=name, char=f"U+{ord(char):04X}", pos=pos + 1
         )
     return None

@@ -124,7 +124,8 @@ def _audit(action: str, row: AgentToken, apps: list[App], actor: Any) -> None:
 
 def _may_hold_token(user: Any, app: App) -> bool:
     """An app with members gives tokens only to its owners or to holders of a global
-    permission (SPEC §19); an app nobody was made a member of keeps round 1's rule."""
+    permission (docs/architecture.md#access); an app nobody was made a member of keeps round 1's
+    rule."""
     memberships = AppMembership.objects.filter(app=app)
     if not memberships.exists() or user.is_superuser:
         return True

@@ -1,4 +1,5 @@
-"""Checks of a write's input, with their messages as constants (SPEC §3 step 1)."""
+"""Checks of a write's input, with their messages as constants (docs/architecture.md#write-path,
+step 1)."""
 
 from __future__ import annotations
 
@@ -162,8 +163,8 @@ def validate_optional_id(value: object, field: str) -> str:
 
 
 def validate_message(value: object) -> str:
-    """A turn's message (SPEC §15): text of at most 2,000 characters, with no control
-    characters but newline and tab; "" when none is given."""
+    """A turn's message (docs/api.md#turn-messages): text of at most 2,000 characters, with no
+    control characters but newline and tab; "" when none is given."""
     if value is None:
         return ""
     if not isinstance(value, str):

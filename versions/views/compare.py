@@ -1,5 +1,5 @@
-"""Compare any two states of an app (SPEC §16): unified or split, a file list with jump links,
-and a "Viewed" mark per file.
+"""Compare any two states of an app (docs/architecture.md#reviewing): unified or split, a file list
+with jump links, and a "Viewed" mark per file.
 
 The layout (unified / split) and the Viewed marks are the signed-in person's, kept across
 sign-ins (``services.set_reading_layout`` / ``services.mark_viewed``, read back through the

@@ -1,6 +1,7 @@
-"""The Members tab (SPEC §19): an app's owners add users or groups with a role, change roles,
-remove members. Thin adapters over :mod:`versions.services` (``add_member``, ``change_role``,
-``remove_member``), which check that the person is an owner and keep the audit log."""
+"""The Members tab (docs/architecture.md#access): an app's owners add users or groups with a role,
+change roles, remove members. Thin adapters over :mod:`versions.services` (``add_member``,
+``change_role``, ``remove_member``), which check that the person is an owner and keep the audit
+log."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def _panel_context(request: HttpRequest, app: App, tab: str) -> dict[str, Any]:
 @panel_view
 def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
     """The Change sets tab: newest first, paginated; or the sets the search box and filters
-    find (SPEC §16)."""
+    find (docs/architecture.md#reviewing)."""
     app = app_of(request, slug)
     ctx = _panel_context(request, app, "sets")
     ctx.update(list_refresh(request))

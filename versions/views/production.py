@@ -1,7 +1,7 @@
-"""The Production tab (SPEC §13): what production serves, its history, Promote to production
-and Roll back production, and Preview of any state. Thin adapters over ``services.promote``,
-``services.rollback_production`` and ``selectors.production_overview``; the services check
-that the person may promote."""
+"""The Production tab (docs/architecture.md#environments): what production serves, its history,
+Promote to production and Roll back production, and Preview of any state. Thin adapters over
+``services.promote``, ``services.rollback_production`` and ``selectors.production_overview``; the
+services check that the person may promote."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Since release tab (SPEC §6b): what changed since the release, and Restore to release.
+"""The Since release tab (docs/architecture.md#release-review): what changed since the release, and
+Restore to release.
 
 Thin adapters over :func:`versions.selectors.since_release` and the restore flow. The
 cumulative diff of an artifact runs from its state at the release — the previous source of its

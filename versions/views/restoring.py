@@ -1,5 +1,6 @@
-"""The restore flow of the panel (SPEC §12): one path for Restore all, Undo this restore,
-Restore and Restore to release — the dialog from a dry run, Confirm restore, the receipt.
+"""The restore flow of the panel (docs/architecture.md#restore-flow): one path for Restore all, Undo
+this restore, Restore and Restore to release — the dialog from a dry run, Confirm restore, the
+receipt.
 
 A thin adapter over :func:`versions.services.run_restore`: the dialog shows the engine's dry
 run; the confirmation posts back the sha256 of every artifact as the person saw it ("now"), so a
@@ -171,7 +172,8 @@ def restore_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResp
 @require_http_methods(["GET", "POST"])
 @panel_view
 def revert_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
-    """Revert this set (SPEC §14): take back what the set did, keep later work."""
+    """Revert this set (docs/architecture.md#revert): take back what the set did, keep later
+    work."""
     return _set_flow(request, slug, set_id, kind=services.REVERT)
 
 
@@ -263,7 +265,7 @@ def receipt(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
 @require_GET
 @panel_view
 def receipt_json(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
-    """A restore set's receipt as JSON (SPEC §4)."""
+    """A restore set's receipt as JSON (docs/api.md#receipts)."""
     app = app_of(request, slug)
     rs = selectors.restore_set(app, set_id)
     return JsonResponse(rs.receipt or {}, json_dumps_params={"ensure_ascii": False, "indent": 2})

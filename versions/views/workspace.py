@@ -1,6 +1,7 @@
-"""Workspaces in the panel (SPEC §9): thin adapters over `versions.workspace.log_sets`, which
-lists the changes logs, reads their file sides, checks who may roll back and rolls back; these
-views render it. `panel_view` turns its NotFound and Forbidden into the panel's 404 and 403."""
+"""Workspaces in the panel (docs/architecture.md#workspace-rollback): thin adapters over
+`versions.workspace.log_sets`, which lists the changes logs, reads their file sides, checks who may
+roll back and rolls back; these views render it. `panel_view` turns its NotFound and Forbidden into
+the panel's 404 and 403."""
 
 from __future__ import annotations
 

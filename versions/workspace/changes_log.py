@@ -40,7 +40,8 @@ WRONG_TYPE = "Changes log field {field} must be {expected}"
 LOG_TOO_LARGE = "Changes log too large: {size} bytes (limit {limit} bytes)"
 TOO_MANY_ENTRIES = "Changes log field {field} has too many entries: {count} (limit {limit})"
 LOG_UNREADABLE = "Cannot read changes log at {path}: {details}"
-# A warning, not a refusal: a rollback does not need the log's timestamp (SPEC §17).
+# A warning, not a refusal: a rollback does not need the log's timestamp
+# (docs/architecture.md#workspace-rollback).
 TIMESTAMP_NOT_ISO = "Changes log timestamp is not ISO-8601: {value} (ignored)"
 
 

@@ -1,6 +1,7 @@
-"""Workspace review (SPEC §9, §12): the changes logs of the registered workspaces, each read as
-a change set with its backup→current file sides, the later phases that changed its files again,
-and `Restore all` rolling it back through the engine under a lock, with the report.
+"""Workspace review (docs/architecture.md#workspace-rollback, docs/architecture.md#layers): the
+changes logs of the registered workspaces, each read as a change set with its backup→current file
+sides, the later phases that changed its files again, and `Restore all` rolling it back through the
+engine under a lock, with the report.
 
 Everything a log names is untrusted. A log is only ever found by looking its name up in the
 listing of the registered folder (never by joining caller text onto a path), the paths inside it

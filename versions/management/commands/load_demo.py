@@ -22,8 +22,8 @@ DEMO_SLUG = "quote-approvals"
 DEMO_NAME = "Quote approvals (demo)"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo-versions"  # noqa: S105 - a local demo sign-in, printed to the person
-# A second demo account: a reviewer of the quote-approvals app only (SPEC §19), to see the
-# difference a role makes: one app listed, no restore buttons, the other app a 404.
+# A second demo account: a reviewer of the quote-approvals app only (docs/architecture.md#access),
+# to see the difference a role makes: one app listed, no restore buttons, the other app a 404.
 REVIEWER_USER = "reviewer"
 REVIEWER_PASSWORD = "demo-reviewer"  # noqa: S105 - a local demo sign-in, printed to the person
 # A second made-up app, which the reviewer has no role on.

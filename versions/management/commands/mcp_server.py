@@ -1,4 +1,4 @@
-"""``mcp_server --app <slug> --token <token>``: the MCP server over stdio (SPEC §8).
+"""``mcp_server --app <slug> --token <token>``: the MCP server over stdio (docs/api.md#mcp).
 
 stdout carries the MCP protocol and nothing else; every log line goes to stderr.
 The token may also come from the environment variable ``VERSIONS_MCP_TOKEN``, which keeps it
