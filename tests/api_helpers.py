@@ -9,7 +9,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from versions.services import create_agent_token
+from versions.services import (
+    create_agent_token,
+)
 
 API = "/api/v1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden, NotFound, Unauthenticated
 from versions.models import App
 
@@ -14,7 +14,7 @@ def refusal(action: str, who: str, slug: str) -> str:
     """The words of a refusal: what the person may not do, and the role that would allow it."""
     return services.NEEDS[action].format(
         who=f"User “{who}”", slug=slug
-    ) + services.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
+    ) + messages.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
 
 
 def _user(username: str, *codenames: str, superuser: bool = False) -> User:
@@ -51,7 +51,7 @@ def test_a_user_may_what_its_global_permissions_say_on_every_app(app, other):
 def test_a_person_who_may_view_nothing_may_not_use_the_panel(app):
     with pytest.raises(Forbidden) as refused:
         services.require_panel(services.actor_for_user(_user("nobody")))
-    assert refused.value.message == services.NO_VIEW
+    assert refused.value.message == messages.NO_VIEW
 
 
 def test_an_app_the_actor_may_not_see_does_not_exist_for_it(app):
@@ -68,7 +68,7 @@ def test_a_token_acts_only_on_its_apps_and_restores_only_with_its_users_permissi
     assert services.app_for("quotes", actor=actor, action=services.WRITE) == app
     with pytest.raises(Forbidden) as refused:
         services.app_for("billing", actor=actor)
-    assert refused.value.message == services.OUT_OF_SCOPE.format(slug="billing")
+    assert refused.value.message == messages.OUT_OF_SCOPE.format(slug="billing")
     with pytest.raises(Forbidden) as no_restore:
         services.app_for("quotes", actor=actor, action=services.RESTORE)
     assert no_restore.value.message == refusal(services.RESTORE, "agent", "quotes")
@@ -80,7 +80,7 @@ def test_a_revoked_or_unknown_token_is_refused_in_words(app):
     for candidate in (token, "vt_nope", None):
         with pytest.raises(Unauthenticated) as refused:
             services.authenticate_token(candidate)
-        assert refused.value.message == services.TOKEN_REFUSED
+        assert refused.value.message == messages.TOKEN_REFUSED
 
 
 def test_set_and_point_lookups_check_the_actor_and_say_which_id(app, other):

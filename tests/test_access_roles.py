@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden, NotFound
 from versions.models import App, AppMembership, AuditEvent, ChangeSet, RestorePoint
 
@@ -105,7 +105,7 @@ def test_each_action_is_allowed_exactly_from_the_role_that_includes_it(app, acti
     with pytest.raises(Forbidden) as refused:
         attempt(actor, app, first)
     assert refused.value.message.endswith(
-        services.NEEDS_ROLE.format(role=services.ROLE_FOR[needed])
+        messages.NEEDS_ROLE.format(role=services.ROLE_FOR[needed])
     )
     assert _snapshot() == before
 

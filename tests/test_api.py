@@ -11,7 +11,9 @@ from django.test import override_settings
 
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
-from versions.services import revoke_token
+from versions.services import (
+    revoke_token,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,9 @@ from api_helpers import ApiClient, make_token, make_user
 from django.db import InterfaceError, OperationalError, connection
 
 from versions.models import PAGE
-from versions.services import write_artifact
+from versions.services import (
+    write_artifact,
+)
 
 
 @pytest.fixture

@@ -13,11 +13,13 @@ import pytest
 from api_helpers import ApiClient, make_token, make_user
 
 from versions.errors import InvalidInput
-from versions.models import PAGE, STYLESHEET, App, Artifact, RestorePoint
-from versions.services import (
+from versions.messages import (
     NAME_EDGE_SPACES,
     NAME_LOOKS_LIKE,
     SLUG_LOOKS_LIKE,
+)
+from versions.models import PAGE, STYLESHEET, App, Artifact, RestorePoint
+from versions.services import (
     delete_artifact,
     write_artifact,
 )

@@ -12,7 +12,7 @@ from django.db import DatabaseError
 from django.test import override_settings
 from fault_points import capture_sql as _sql
 
-from versions import ids, services
+from versions import ids, messages, services
 from versions.errors import (
     Conflict,
     InvalidInput,
@@ -262,7 +262,7 @@ def test_a_name_of_exactly_200_characters_is_fine(app):
 def test_sources_over_the_write_limit_are_refused(app):
     with pytest.raises(InvalidInput) as exc:
         write(app, "index", "é" * 501)  # 1002 bytes in UTF-8
-    assert exc.value.message == services.SOURCE_TOO_LARGE.format(size=1002, limit=1000)
+    assert exc.value.message == messages.SOURCE_TOO_LARGE.format(size=1002, limit=1000)
     assert isinstance(exc.value, TooLarge)
     nothing_written(app)
     write(app, "index", "é" * 500)  # exactly 1000 bytes is fine

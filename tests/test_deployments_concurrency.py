@@ -8,7 +8,12 @@ import pytest
 from thread_helpers import failures, run_in_threads
 
 from versions.models import PAGE, STYLESHEET, App, Deployment, DeploymentEntry, DeploymentEvent
-from versions.services import promote, restore_change_set, rollback_production, write_artifact
+from versions.services import (
+    promote,
+    restore_change_set,
+    rollback_production,
+    write_artifact,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,12 @@ import pytest
 
 from versions import live
 from versions.models import API_ROUTE, PAGE, STYLESHEET, Artifact, DeploymentEvent
-from versions.services import delete_artifact, promote, rollback_production, write_artifact
+from versions.services import (
+    delete_artifact,
+    promote,
+    rollback_production,
+    write_artifact,
+)
 
 CSP = "sandbox allow-scripts allow-forms"
 

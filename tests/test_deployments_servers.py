@@ -14,7 +14,11 @@ from django.core.management import call_command
 from test_several_servers import request, servers  # noqa: F401 - the two-gunicorn fixture
 
 from versions.models import API_ROUTE, PAGE, App
-from versions.services import promote, rollback_production, write_artifact
+from versions.services import (
+    promote,
+    rollback_production,
+    write_artifact,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

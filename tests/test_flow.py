@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound, PreflightFailed
 from versions.models import App, Artifact
 
@@ -53,7 +53,7 @@ def test_a_set_of_another_app_than_the_one_addressed_is_not_found(app):
     receipt = _write(app, "v1\n", "a")
     with pytest.raises(NotFound) as missing:
         services.run_restore(services.SET, receipt.change_set_id, app=other)
-    assert missing.value.message == services.SET_NOT_FOUND.format(id=receipt.change_set_id)
+    assert missing.value.message == messages.SET_NOT_FOUND.format(id=receipt.change_set_id)
 
 
 def test_the_reviewed_hash_of_a_point_is_checked_like_a_sets(app):

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from versions.models import FRONTEND_MODULE, PAGE, SERVER_SCRIPT, STYLESHEET, Artifact
-from versions.services import delete_artifact, restore_change_set, write_artifact
+from versions.services import (
+    delete_artifact,
+    restore_change_set,
+    write_artifact,
+)
 
 CSP = "sandbox allow-scripts allow-forms"
 

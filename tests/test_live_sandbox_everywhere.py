@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from versions.models import PAGE
-from versions.services import write_artifact
+from versions.services import (
+    write_artifact,
+)
 
 CSP = "sandbox allow-scripts allow-forms"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.models import App, AppMembership, AuditEvent
 
@@ -60,12 +60,12 @@ def test_an_owner_adds_a_user_and_a_group_and_each_change_is_audited(app, owner)
         (
             {"role": "viewer", "username": "nobody"},
             NotFound,
-            services.UNKNOWN_USER.format(name="nobody"),
+            messages.UNKNOWN_USER.format(name="nobody"),
         ),
         (
             {"role": "viewer", "group": "ghosts"},
             NotFound,
-            services.UNKNOWN_GROUP.format(name="ghosts"),
+            messages.UNKNOWN_GROUP.format(name="ghosts"),
         ),
         ({"role": "viewer"}, InvalidInput, "Give a user or a group"),
     ],
@@ -90,7 +90,7 @@ def test_the_last_owner_cannot_be_removed_or_demoted(app, owner):
     ):
         with pytest.raises(InvalidInput) as refused:
             change()
-        assert refused.value.message == services.LAST_OWNER.format(
+        assert refused.value.message == messages.LAST_OWNER.format(
             whom="user “olga”", slug="quotes"
         )
     assert _state() == before
@@ -106,7 +106,7 @@ def test_only_owners_manage_members(app, owner):
     before = _state()
     with pytest.raises(Forbidden) as refused:
         services.add_member(app, role="owner", username="rita", actor=_actor(rita))
-    assert refused.value.message.endswith(services.NEEDS_ROLE.format(role="owner"))
+    assert refused.value.message.endswith(messages.NEEDS_ROLE.format(role="owner"))
     assert _state() == before
 
 

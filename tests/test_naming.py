@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
 
@@ -19,7 +19,7 @@ def refusal(action: str, who: str, slug: str) -> str:
     """The words of a refusal: what the person may not do, and the role that would allow it."""
     return services.NEEDS[action].format(
         who=f"User “{who}”", slug=slug
-    ) + services.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
+    ) + messages.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
 
 
 def _viewer() -> services.Actor:
@@ -38,9 +38,9 @@ def test_a_named_set_pins_its_points_and_is_audited(app, receipt):
 
 def test_names_are_refused_in_words(app, receipt):
     for bad, message in (
-        ("x" * 201, services.NAME_TOO_LONG),
-        ("a\x07b", services.NAME_HAS_CONTROL),
-        (42, services.NAME_NOT_TEXT),
+        ("x" * 201, messages.NAME_TOO_LONG),
+        ("a\x07b", messages.NAME_HAS_CONTROL),
+        (42, messages.NAME_NOT_TEXT),
     ):
         with pytest.raises(InvalidInput) as refused:
             services.name_point(receipt.restore_point_id, bad, by="rvaid")

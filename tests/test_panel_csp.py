@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from versions.models import PAGE
-from versions.services import write_artifact
+from versions.services import (
+    write_artifact,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LIVE_CSP = "sandbox allow-scripts allow-forms"

@@ -12,10 +12,12 @@ from django.contrib.auth.models import Permission
 from django.test import override_settings
 
 from versions.errors import NotFound
-from versions.models import API_ROUTE, PAGE, STYLESHEET, App, Artifact
-from versions.services import (
+from versions.messages import (
     PREVIEW_LINK_INVALID,
     PREVIEW_NOT_ALLOWED,
+)
+from versions.models import API_ROUTE, PAGE, STYLESHEET, App, Artifact
+from versions.services import (
     add_member,
     name_point,
     preview_url,

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from versions import services
+from versions import messages, services
 from versions.models import App, Deployment
 
 
@@ -104,7 +104,7 @@ def test_the_api_lists_promotes_and_rolls_back_only_with_a_promoting_token(app):
     user.user_permissions.add(Permission.objects.get(codename="promote_deployment"))
     plain = ApiClient(make_token("rvaid", "quotes"))
     refused = plain.post("/apps/quotes/deployments", {})
-    assert refused.status_code == 403 and refused.json()["message"] == services.TOKEN_CANNOT_PROMOTE
+    assert refused.status_code == 403 and refused.json()["message"] == messages.TOKEN_CANNOT_PROMOTE
     token, _row = services.create_agent_token("rvaid", ["quotes"], can_promote=True)
     api = ApiClient(token)
     done = api.post("/apps/quotes/deployments", {"note": "first"})
@@ -135,7 +135,7 @@ def test_once_promoted_restores_say_they_change_the_draft_only(app, boss):
         app, "pltf_page", "index", "<p>v3</p>\n", requested_by="agent", tool="t", run_id="c"
     ).change_set_id
     url = reverse("versions:restore_change_set", args=["quotes", set_id])
-    notice = services.PRODUCTION_STILL_SERVES.format(deployment=dp)
+    notice = messages.PRODUCTION_STILL_SERVES.format(deployment=dp)
     assert notice in boss.get(url, HTTP_HX_REQUEST="true").content.decode()
     done = boss.post(url, {"ret": f"set:{set_id}"}, HTTP_HX_REQUEST="true").content.decode()
     assert notice in done and "Promote to production" in done

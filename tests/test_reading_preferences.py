@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.models import App, Artifact
 
@@ -117,14 +117,14 @@ def test_the_services_refuse_what_is_not_a_persons_preference(app):
     actor = services.actor_for_user(user)
     with pytest.raises(InvalidInput) as caught:
         services.set_reading_layout(actor=actor, layout="sideways")
-    assert caught.value.message == services.UNKNOWN_LAYOUT.format(layout="sideways")
+    assert caught.value.message == messages.UNKNOWN_LAYOUT.format(layout="sideways")
     with pytest.raises(InvalidInput) as caught:
         services.set_reading_layout(actor=services.command_actor(), layout="split")
-    assert caught.value.message == services.NO_PERSON
+    assert caught.value.message == messages.NO_PERSON
     other = App.objects.create(slug="other", name="Other")
     with pytest.raises(InvalidInput) as caught:
         services.mark_viewed(actor=actor, app=app, key=f"{other.pk}:1:a:b", viewed=True)
-    assert caught.value.message == services.BAD_VIEWED_KEY.format(slug="quotes")
+    assert caught.value.message == messages.BAD_VIEWED_KEY.format(slug="quotes")
 
 
 def test_marking_viewed_needs_the_view_of_the_app(app):

@@ -9,7 +9,9 @@ from api_helpers import ApiClient, make_token, make_user
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
 from versions.selectors import NO_RELEASE
-from versions.services import NOOP_MESSAGE
+from versions.services import (
+    NOOP_MESSAGE,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,11 @@ from django.db import connections
 from fault_points import restore_engine as engine
 
 from versions.models import PAGE, App, Artifact, ChangeSet, RestorePoint
-from versions.services import mark_release, restore_to_release, write_artifact
+from versions.services import (
+    mark_release,
+    restore_to_release,
+    write_artifact,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,9 @@ from django.urls import reverse
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
 from versions.selectors import NO_RELEASE
-from versions.services import NOOP_MESSAGE
+from versions.services import (
+    NOOP_MESSAGE,
+)
 from versions.views.release import ADDED_SINCE, REMOVED_SINCE
 
 XSS = "</textarea><script>alert(1)</script><img src=x onerror=alert(2)>"

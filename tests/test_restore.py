@@ -11,6 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.messages import (
+    NOOP_POINT_MESSAGE,
+)
 from versions.models import (
     API_ROUTE,
     PAGE,
@@ -22,7 +25,6 @@ from versions.models import (
 )
 from versions.services import (
     NOOP_MESSAGE,
-    NOOP_POINT_MESSAGE,
     RestoreReceipt,
     delete_artifact,
     restore_change_set,

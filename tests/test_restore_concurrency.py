@@ -17,7 +17,10 @@ from fault_points import restore_engine as engine
 
 from versions.errors import PreflightFailed
 from versions.models import PAGE, STYLESHEET, App, Artifact, ChangeSet, RestorePoint
-from versions.services import restore_change_set, write_artifact
+from versions.services import (
+    restore_change_set,
+    write_artifact,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

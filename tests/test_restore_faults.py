@@ -12,7 +12,10 @@ import pytest
 from django.db import DatabaseError, connection
 
 from versions.models import API_ROUTE, PAGE, STYLESHEET, Artifact, ChangeSet, RestorePoint
-from versions.services import restore_change_set, write_artifact
+from versions.services import (
+    restore_change_set,
+    write_artifact,
+)
 
 NAMES = [
     (PAGE, "index"),

@@ -19,7 +19,11 @@ from versions.models import (
     ChangeSet,
     RestorePoint,
 )
-from versions.services import restore_change_set, sha256_hex, write_artifact
+from versions.services import (
+    restore_change_set,
+    sha256_hex,
+    write_artifact,
+)
 
 
 def write(app, collection, name, source, run_id=None):

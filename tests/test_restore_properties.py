@@ -10,7 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from versions.models import PAGE, STYLESHEET, App, Artifact
-from versions.services import delete_artifact, restore_change_set, write_artifact
+from versions.services import (
+    delete_artifact,
+    restore_change_set,
+    write_artifact,
+)
 
 ARTIFACTS = [(PAGE, "index"), (PAGE, "about"), (STYLESHEET, "App")]
 _slugs = itertools.count()

@@ -7,9 +7,7 @@ import pytest
 from thread_helpers import run_in_threads
 
 from versions.errors import InvalidInput, NotFound, PreflightFailed
-from versions.models import PAGE, STYLESHEET, App, Artifact, AuditEvent, ChangeSet, RestorePoint
-from versions.selectors import set_states
-from versions.services import (
+from versions.messages import (
     REVERT_CHANGED_DELETED,
     REVERT_CONFLICT,
     REVERT_CREATED_CHANGED,
@@ -19,6 +17,10 @@ from versions.services import (
     REVERT_OF_RESTORE_SET,
     REVERT_PRUNED,
     REVERT_SET_NOT_FOUND,
+)
+from versions.models import PAGE, STYLESHEET, App, Artifact, AuditEvent, ChangeSet, RestorePoint
+from versions.selectors import set_states
+from versions.services import (
     delete_artifact,
     merge_texts,
     restore_change_set,

@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 
 from versions.errors import PreflightFailed
 from versions.models import PAGE, STYLESHEET, App, Artifact, ChangeSet, RestorePoint
-from versions.services import restore_change_set, revert_change_set, write_artifact
+from versions.services import (
+    restore_change_set,
+    revert_change_set,
+    write_artifact,
+)
 
 FILES = [(PAGE, "index"), (PAGE, "about"), (STYLESHEET, "App")]
 AGENTS = ["ada", "bob", "cyd"]

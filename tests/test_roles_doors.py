@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from versions import services
+from versions import messages, services
 from versions.errors import Forbidden
 from versions.models import App, ChangeSet, RestorePoint
 
@@ -130,7 +130,7 @@ def test_a_token_never_acts_beyond_its_users_role_a_reviewer_writes_but_may_not_
     before = _writes()
     refused = api.post(f"/change-sets/{apps['quotes'][0]}/restore", {})
     assert refused.status_code == 403
-    assert refused.json()["message"].endswith(services.NEEDS_ROLE.format(role="restorer"))
+    assert refused.json()["message"].endswith(messages.NEEDS_ROLE.format(role="restorer"))
     assert _writes() == before
 
 
@@ -139,7 +139,7 @@ def test_a_token_is_only_for_an_owner_of_an_app_with_members(app, apps):
     services.add_member(app, role="reviewer", username="rev", by="setup")
     with pytest.raises(Forbidden) as refused:
         services.create_agent_token("rev", ["quotes"])
-    assert refused.value.message == services.NOT_OWNER.format(username="rev", slug="quotes")
+    assert refused.value.message == messages.NOT_OWNER.format(username="rev", slug="quotes")
     token, _row = services.create_agent_token("owner", ["quotes"])
     assert token.startswith("vt_")
 

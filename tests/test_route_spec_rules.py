@@ -12,7 +12,9 @@ from django.db.models import F
 
 from versions.errors import InvalidSpec
 from versions.models import API_ROUTE, App, Artifact, Blob
-from versions.services import write_artifact
+from versions.services import (
+    write_artifact,
+)
 
 CSP = "sandbox allow-scripts allow-forms"
 

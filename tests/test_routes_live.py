@@ -12,7 +12,12 @@ from django.test import override_settings
 from versions import live
 from versions.errors import InvalidInput
 from versions.models import API_ROUTE, SERVER_SCRIPT, Artifact
-from versions.services import delete_artifact, restore_change_set, restore_point, write_artifact
+from versions.services import (
+    delete_artifact,
+    restore_change_set,
+    restore_point,
+    write_artifact,
+)
 
 CSP = "sandbox allow-scripts allow-forms"
 

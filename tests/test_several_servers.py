@@ -24,7 +24,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from versions.models import App
-from versions.services import create_agent_token
+from versions.services import (
+    create_agent_token,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -13,7 +13,10 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from versions.models import AgentToken, App
-from versions.services import create_agent_token, verify_token
+from versions.services import (
+    create_agent_token,
+    verify_token,
+)
 
 pytestmark = pytest.mark.django_db
 

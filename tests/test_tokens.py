@@ -10,7 +10,10 @@ from api_helpers import ApiClient, make_user
 from django.core.management import CommandError, call_command
 
 from versions.models import AgentToken, App
-from versions.services import token_can_restore, verify_token
+from versions.services import (
+    token_can_restore,
+    verify_token,
+)
 
 pytestmark = pytest.mark.django_db
 

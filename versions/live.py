@@ -50,7 +50,10 @@ from versions.models import (
     Blob,
     DeploymentEntry,
 )
-from versions.services import RouteSpec, parse_route_spec
+from versions.services import (
+    RouteSpec,
+    parse_route_spec,
+)
 
 logger = logging.getLogger(__name__)
 

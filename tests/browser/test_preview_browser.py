@@ -9,7 +9,9 @@ from playwright.sync_api import expect
 
 from versions.management.commands.load_demo import DEMO_SLUG, load_demo
 from versions.models import ChangeSet
-from versions.services import preview_url
+from versions.services import (
+    preview_url,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

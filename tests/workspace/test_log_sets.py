@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rollback_helpers import phase_log, snapshot, write, write_log
 
-from versions import services
+from versions import messages, services
 from versions.errors import Conflict, Forbidden, InvalidInput, NotFound, StaleWrite
 from versions.workspace import lock, log_sets
 
@@ -247,7 +247,7 @@ def test_an_actor_who_may_not_restore_cannot_roll_back_and_nothing_is_done(ws: P
     state = _state()
     with pytest.raises(Forbidden) as confirm:
         log_sets.rollback_log(state=state, log_sha=state.sha256, actor=viewer)
-    message = services.NO_WORKSPACE_ROLLBACK.format(who=viewer.who)
+    message = messages.NO_WORKSPACE_ROLLBACK.format(who=viewer.who)
     assert dialog.value.message == confirm.value.message == message
     assert snapshot(ws) == before
 

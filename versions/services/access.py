@@ -26,6 +26,14 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q
 
 from versions.errors import Forbidden, NotFound, Unauthenticated, VersionsError
+from versions.messages import (
+    NEEDS_ROLE,
+    NO_VIEW,
+    NO_WORKSPACE_ROLLBACK,
+    OUT_OF_SCOPE,
+    TOKEN_CANNOT_PROMOTE,
+    TOKEN_REFUSED,
+)
 from versions.models import AgentToken, App, AppMembership, ChangeSet, RestorePoint
 from versions.services.tokens import verify_token
 
@@ -72,15 +80,6 @@ SET_NOT_FOUND = "There is no change set “{id}”."
 POINT_NOT_FOUND = "There is no restore point “{id}”."
 _SET_ID = re.compile(r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
 _POINT_ID = re.compile(r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
-NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
-OUT_OF_SCOPE = "This token is not allowed to act on app “{slug}”."
-TOKEN_REFUSED = (
-    "Send a valid agent token: this one is unknown, revoked, expired, or its user is inactive."
-)
-NO_WORKSPACE_ROLLBACK = (
-    "{who} may not roll back workspaces. Ask an admin for the restore permission; "
-    "nothing was written."
-)
 # What an actor lacking an action is told; {who} names the person or the token's user.
 NEEDS = {
     WRITE: "{who} may not write to app “{slug}”; nothing was written.",
@@ -99,13 +98,6 @@ NEEDS = {
     ),
     MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
 }
-TOKEN_CANNOT_PROMOTE = (
-    "This agent token cannot promote to production or roll it back: only a token made with "
-    "`create_agent_token … --can-promote` can (and its user needs the promote permission or "
-    "role). Nothing was changed."
-)
-# Added to a refusal on an app: the role that would allow it.
-NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
 
 
 class Actor:

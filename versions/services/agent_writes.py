@@ -6,29 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from versions.errors import InvalidInput, NotFound
+from versions.messages import (
+    ARTIFACT_NOT_FOUND,
+    EDIT_OLD_TEXT_EMPTY,
+    EDIT_OLD_TEXT_MISSING,
+    EDIT_OLD_TEXT_NOT_UNIQUE,
+)
 from versions.models import Artifact, ChangeSet
 from versions.services.access import WRITE, Actor, app_for, set_for
 from versions.services.capture import (
-    ARTIFACT_NOT_FOUND,
     WriteReceipt,
     check_expected,
     write_artifact,
 )
 from versions.services.validation import validate_collection, validate_message, validate_name
 
-EDIT_OLD_TEXT_EMPTY = (
-    "old_text is empty: give the exact text to replace (read the artifact first). "
-    "Nothing was written."
-)
 EDIT_NOT_TEXT = "{field} must be text. Nothing was written."
-EDIT_OLD_TEXT_MISSING = (
-    "old_text does not occur in {collection} “{name}”: nothing to replace, nothing was written. "
-    "Read it again and copy the exact text, whitespace included."
-)
-EDIT_OLD_TEXT_NOT_UNIQUE = (
-    "old_text occurs {count} times in {collection} “{name}”: it must occur exactly once. "
-    "Include more of the surrounding text so it names one place; nothing was written."
-)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 from django.db import IntegrityError, transaction
 
 from versions.errors import Conflict, Forbidden, InvalidInput
+from versions.messages import NO_NEW_APPS
 from versions.models import App
 from versions.services.access import MANAGE, ROLE_FOR, Actor, app_for
 from versions.services.validation import check_new_app_slug
@@ -19,10 +20,6 @@ from versions.services.validation import check_new_app_slug
 SLUG_INVALID = "An app's slug is 1 to 50 lowercase letters, digits and hyphens (got “{slug}”)."
 APP_NAME_INVALID = "An app's name is 1 to 200 characters."
 APP_EXISTS = "There is already an app “{slug}”; nothing was created."
-NO_NEW_APPS = (
-    "{who} may not add apps: that needs the role “{role}” on every app (a superuser). "
-    "Nothing was created."
-)
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 

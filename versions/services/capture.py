@@ -13,12 +13,15 @@ from django.db import IntegrityError, connection, transaction
 from versions import conf, ids, rawsql
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, StaleWrite
+from versions.messages import (
+    ARTIFACT_NOT_FOUND,
+    NAME_LOOKS_LIKE,
+)
 from versions.models import API_ROUTE, App, Artifact, ChangeSet
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
 from versions.services.access import WRITE, Actor, app_for, principal
 from versions.services.validation import (
-    NAME_LOOKS_LIKE,
     check_new_name,
     encode_source,
     validate_collection,
@@ -28,7 +31,6 @@ from versions.services.validation import (
 )
 
 APP_NOT_FOUND = "There is no app “{slug}”."
-ARTIFACT_NOT_FOUND = "There is no {collection} “{name}” in app “{app}”."
 STALE_WRITE = (
     "“{name}” changed since you read it: you expected {expected}, it is now {current}. "
     "Nothing was written; read it again and retry."

@@ -23,6 +23,7 @@ from typing import Any
 from django.db.models import F
 
 from versions.errors import Conflict, InvalidInput, NotFound
+from versions.messages import PRODUCTION_STILL_SERVES
 from versions.models import API_ROUTE, App, Deployment, DeploymentEntry, DeploymentEvent
 from versions.services import audit, engine
 from versions.services import refs as states
@@ -49,9 +50,6 @@ NO_EARLIER_DEPLOYMENT = (
     "deployment to roll back to."
 )
 DEPLOYMENT_NOT_FOUND = "App “{app}” has no deployment “{id}”."
-# What a restore, revert or write of an app with production says
-# (docs/architecture.md#environments): it changed the draft only.
-PRODUCTION_STILL_SERVES = "Production still serves {deployment}; promote to ship this."
 NOTE_NOT_TEXT = "A note must be text."
 NOTE_TOO_LONG = "A note is at most 500 characters."
 NOTE_HAS_CONTROL = "A note cannot contain control characters."

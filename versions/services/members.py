@@ -12,6 +12,14 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from versions.errors import Forbidden, InvalidInput, NotFound
+from versions.messages import (
+    ALREADY_MEMBER,
+    LAST_OWNER,
+    MEMBERSHIP_NOT_FOUND,
+    UNKNOWN_GROUP,
+    UNKNOWN_ROLE,
+    UNKNOWN_USER,
+)
 from versions.models import AgentToken, App, AppMembership
 from versions.services.access import MANAGE, Actor, app_for
 from versions.services.audit import (
@@ -23,16 +31,7 @@ from versions.services.audit import (
 )
 from versions.services.tokens import find_agent_token, revoke_agent_token
 
-UNKNOWN_ROLE = "There is no role “{role}”: the roles are {roles}."
-UNKNOWN_USER = "There is no user “{name}”."
-UNKNOWN_GROUP = "There is no group “{name}”."
 USER_OR_GROUP = "Give a user or a group (one of them, not both)."
-ALREADY_MEMBER = "{whom} is already a member of app “{slug}” ({role}): change their role instead."
-MEMBERSHIP_NOT_FOUND = "There is no such member of app “{slug}”."
-LAST_OWNER = (
-    "{whom} is the last owner of app “{slug}”: an app always keeps an owner. Make someone "
-    "else owner first. Nothing was changed."
-)
 
 ADDED = MEMBER_ADDED
 CHANGED = MEMBER_ROLE_CHANGED

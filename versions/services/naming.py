@@ -13,6 +13,7 @@ from django.db import transaction
 
 from versions import selectors
 from versions.errors import Conflict, InvalidInput, NotFound
+from versions.messages import NAME_HAS_CONTROL, NAME_NOT_TEXT, NAME_TOO_LONG
 from versions.models import App, ChangeSet, ReleaseMark, RestorePoint
 from versions.services.access import NAME, Actor
 from versions.services.audit import (
@@ -27,9 +28,6 @@ from versions.services.retention import refresh_pins
 
 POINT_NOT_FOUND = "There is no restore point “{id}”."
 SET_NOT_FOUND = "There is no change set “{id}”."
-NAME_TOO_LONG = "Names are at most 200 characters."
-NAME_NOT_TEXT = "A name must be text."
-NAME_HAS_CONTROL = "A name cannot contain control characters."
 SET_ALL_PRUNED = (
     "Retention pruned every restore point of the change set “{id}”, so its states are gone: "
     "it is listed as pruned until it is removed, and it can no longer be {doing}."

@@ -14,12 +14,10 @@ from typing import Any
 from django.db import transaction
 
 from versions.errors import InvalidInput
+from versions.messages import BAD_VIEWED_KEY, NO_PERSON, UNKNOWN_LAYOUT
 from versions.models import App, ReadingPreference, ViewedMark
 from versions.services.access import VIEW, Actor
 
-UNKNOWN_LAYOUT = "A comparison is read “unified” or “split”, not “{layout}”."
-NO_PERSON = "Only a signed-in person has review preferences; nothing was kept."
-BAD_VIEWED_KEY = "That Viewed mark does not name a file of app “{slug}”; nothing was kept."
 # The marks each person keeps; beyond it, the oldest are forgotten.
 VIEWED_KEPT = ViewedMark.VIEWED_KEPT
 

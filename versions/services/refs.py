@@ -24,6 +24,7 @@ from django.utils.crypto import constant_time_compare
 from versions import conf, ids
 from versions import selectors as release
 from versions.errors import InvalidInput, NotFound
+from versions.messages import PREVIEW_LINK_INVALID, PREVIEW_NOT_ALLOWED
 from versions.models import (
     API_ROUTE,
     App,
@@ -57,13 +58,6 @@ MISSING_PRUNED = (
     "Missing: pruned. A restore point of it from after this state was pruned by retention "
     "(only the newest {keep} unpinned points of an app are kept), so its source in this state "
     "is gone."
-)
-PREVIEW_NOT_ALLOWED = (
-    "Previews of states other than production are for people who may view this app's "
-    "versions: sign in, or open a signed preview link from the panel."
-)
-PREVIEW_LINK_INVALID = (
-    "This preview link has expired or is not valid: open a new one from the panel."
 )
 PREVIEW_HOURS_INVALID = "A preview link is valid for 1 to 8,760 hours (got {hours})."
 

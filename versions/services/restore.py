@@ -17,6 +17,7 @@ from django.db import connection
 
 from versions import conf
 from versions.errors import InvalidInput, NotFound
+from versions.messages import NOOP_POINT_MESSAGE, POINT_NOT_FOUND, SET_NOT_FOUND
 from versions.models import App, RestorePoint
 from versions.services import _restore_sql, audit, engine
 from versions.services.access import RESTORE as MAY_RESTORE
@@ -49,11 +50,6 @@ __all__ = [
     "restore_point",
 ]
 
-NOOP_POINT_MESSAGE = (
-    "The artifact already matched the state before this point — nothing was written."
-)
-SET_NOT_FOUND = "There is no change set “{id}”."
-POINT_NOT_FOUND = "There is no restore point “{id}”."
 
 _POINT_FIELDS = (
     "id",

@@ -28,6 +28,17 @@ import pygit2
 from versions import conf
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound
+from versions.messages import (
+    REVERT_CHANGED_DELETED,
+    REVERT_CONFLICT,
+    REVERT_CREATED_CHANGED,
+    REVERT_DELETED_RECREATED,
+    REVERT_NOOP_MESSAGE,
+    REVERT_NOT_STORED,
+    REVERT_OF_RESTORE_SET,
+    REVERT_PRUNED,
+    REVERT_SET_NOT_FOUND,
+)
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
 from versions.services import audit, engine
 from versions.services._store import sha256_hex
@@ -45,40 +56,6 @@ from versions.services.engine import (
 )
 from versions.services.receipts import RestoreReceipt
 
-REVERT_SET_NOT_FOUND = "There is no change set “{id}”."
-REVERT_OF_RESTORE_SET = (
-    "“{id}” is a restore set: take it back with Undo this restore (Restore all of that set). "
-    "Revert this set takes back a change set that a writer made."
-)
-REVERT_NOOP_MESSAGE = (
-    "Every artifact already matched its state without this set — nothing was written."
-)
-REVERT_CONFLICT = (
-    "This set's change and later changes by {sets} touch the same lines, so this set cannot "
-    "be taken back on its own. Nothing was written; edit it by hand, or use Restore all "
-    "(which also drops the later changes)."
-)
-REVERT_CREATED_CHANGED = (
-    "This set created it and {sets} changed it since; removing it would throw that work away. "
-    "Nothing was written."
-)
-REVERT_DELETED_RECREATED = (
-    "This set deleted it and {sets} recreated it since; recreating this set's version would "
-    "overwrite that work. Nothing was written."
-)
-REVERT_CHANGED_DELETED = (
-    "This set changed it and {sets} deleted it since, so there is no source left to take "
-    "this set's change out of. Nothing was written."
-)
-REVERT_NOT_STORED = (
-    "Its source {when} this set was {size:,} bytes, over the {cap:,}-byte limit for stored "
-    "sources, so it was not kept and this set's change cannot be taken back."
-)
-REVERT_PRUNED = (
-    "A restore point of it from this set or after it was pruned by retention (only the newest "
-    "{keep} unpinned points of an app are kept), so its states around this set are gone and "
-    "this set's change cannot be taken back."
-)
 BEFORE = "before"
 AFTER = "right after"
 

@@ -19,6 +19,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from versions.errors import Forbidden, InvalidInput, NotFound
+from versions.messages import NOT_OWNER
 from versions.models import AgentToken, App, AppMembership
 from versions.services.audit import (
     TOKEN_CREATED,
@@ -38,11 +39,6 @@ _TOUCH_EVERY = timedelta(minutes=1)
 USER_NOT_FOUND = "There is no user “{username}”."
 USER_INACTIVE = "User “{username}” is inactive; an inactive user cannot hold a token."
 NO_APPS = "A token needs at least one app: pass --app <slug>."
-NOT_OWNER = (
-    "User “{username}” is not an owner of app “{slug}”: only an app's owners (or people with "
-    "a global permission) may hold its agent tokens, and a token never acts beyond its user's "
-    "role. Nothing was created."
-)
 DEFAULT_EXPIRY_DAYS = 90
 MAX_EXPIRY_DAYS = 3650
 BAD_EXPIRY = "A token expires in 1 to {most} days (got {days})."

@@ -11,25 +11,19 @@ import icu
 
 from versions import conf
 from versions.errors import InvalidInput, TooLarge
+from versions.messages import (
+    MESSAGE_HAS_CONTROL,
+    MESSAGE_TOO_LONG,
+    NAME_EDGE_SPACES,
+    SLUG_LOOKS_LIKE,
+    SOURCE_TOO_LARGE,
+)
 from versions.models import COLLECTIONS, App
 
 UNKNOWN_COLLECTION = "Unknown collection “{collection}”. Use one of: {choices}."
 NAME_EMPTY = "The artifact name is empty. Give it a name such as “index”."
 NAME_BLANK = (
     "The artifact name is only spaces (got {name}): give it a name people can see, such as “index”."
-)
-NAME_EDGE_SPACES = (
-    "Artifact names cannot begin or end with spaces (got “{name}”): nobody could see them in a "
-    "list. Name it “{stripped}”. Nothing was written."
-)
-NAME_LOOKS_LIKE = (
-    "The name “{name}” looks like “{existing}”, which this app already has among its "
-    "{collection} artifacts: people could not tell the two apart. Write to “{existing}”, or "
-    "choose a name that looks different. Nothing was written."
-)
-SLUG_LOOKS_LIKE = (
-    "The slug “{slug}” looks like the slug of the app “{existing}”: people could not tell the "
-    "two apart. Choose a slug that looks different."
 )
 NAME_HAS_SLASH = "Artifact names cannot contain “/” (got “{name}”)."
 NAME_HAS_CONTROL = "Artifact names cannot contain control characters (found {char} at {pos})."
@@ -40,20 +34,8 @@ SOURCE_HAS_NUL = (
     "The source contains a NUL character at position {pos}; sources are text, "
     "so nothing was written."
 )
-SOURCE_TOO_LARGE = (
-    "The source is {size:,} bytes; the most a write accepts is {limit:,} bytes. "
-    "Nothing was written."
-)
 MESSAGE_MAX_CHARS = 2000
 MESSAGE_NOT_TEXT = "The message must be text. Nothing was written."
-MESSAGE_TOO_LONG = (
-    "The message is {length:,} characters; a message is at most {limit:,} (like a commit "
-    "message). Nothing was written."
-)
-MESSAGE_HAS_CONTROL = (
-    "The message cannot contain control characters other than newline and tab (found {char} "
-    "at {pos}). Nothing was written."
-)
 ID_TOO_LONG = "{field} is at most 200 characters."
 ID_HAS_CONTROL = "{field} cannot contain control characters or broken text (found {char})."
 

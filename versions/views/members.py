@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from versions import selectors, services
+from versions import messages, selectors, services
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, AppMembership
 from versions.views._common import actor_of, is_fragment, panel_view, perms, render_tab
@@ -113,7 +113,7 @@ def remove_member(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
     app = _manageable(request, slug)
     membership = next((m for m in selectors.members(app) if m.pk == membership_id), None)
     if membership is None:
-        raise NotFound(services.MEMBERSHIP_NOT_FOUND.format(slug=app.slug))
+        raise NotFound(messages.MEMBERSHIP_NOT_FOUND.format(slug=app.slug))
     if request.method == "GET":
         ctx = {"app": app, "membership": membership, "whom": services.whom(membership)}
         if is_fragment(request):

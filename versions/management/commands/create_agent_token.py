@@ -8,7 +8,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from versions.errors import VersionsError
-from versions.services import DEFAULT_EXPIRY_DAYS, create_agent_token
+from versions.services import (
+    DEFAULT_EXPIRY_DAYS,
+    create_agent_token,
+)
 
 
 class Command(BaseCommand):

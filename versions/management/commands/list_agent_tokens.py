@@ -8,7 +8,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from versions.services import list_agent_tokens
+from versions.services import (
+    list_agent_tokens,
+)
 
 COLUMNS = ("ID", "PREFIX", "USER", "APPS", "STATUS", "CREATED", "EXPIRES", "LAST USED", "LABEL")
 NO_TOKENS = "No agent tokens match."

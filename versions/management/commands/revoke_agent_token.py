@@ -7,7 +7,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from versions.errors import VersionsError
-from versions.services import revoke_agent_token
+from versions.services import (
+    revoke_agent_token,
+)
 
 
 class Command(BaseCommand):

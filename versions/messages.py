@@ -1,0 +1,155 @@
+"""The words Versions says: every message a person or an agent reads when something is
+refused or needs saying, in one place so that doors, services and tests share them."""
+
+# access
+NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
+OUT_OF_SCOPE = "This token is not allowed to act on app “{slug}”."
+TOKEN_REFUSED = (
+    "Send a valid agent token: this one is unknown, revoked, expired, or its user is inactive."
+)
+NO_WORKSPACE_ROLLBACK = (
+    "{who} may not roll back workspaces. Ask an admin for the restore permission; "
+    "nothing was written."
+)
+TOKEN_CANNOT_PROMOTE = (
+    "This agent token cannot promote to production or roll it back: only a token made with "
+    "`create_agent_token … --can-promote` can (and its user needs the promote permission or "
+    "role). Nothing was changed."
+)
+# Added to a refusal on an app: the role that would allow it.
+NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
+
+# agent_writes
+EDIT_OLD_TEXT_EMPTY = (
+    "old_text is empty: give the exact text to replace (read the artifact first). "
+    "Nothing was written."
+)
+EDIT_OLD_TEXT_MISSING = (
+    "old_text does not occur in {collection} “{name}”: nothing to replace, nothing was written. "
+    "Read it again and copy the exact text, whitespace included."
+)
+EDIT_OLD_TEXT_NOT_UNIQUE = (
+    "old_text occurs {count} times in {collection} “{name}”: it must occur exactly once. "
+    "Include more of the surrounding text so it names one place; nothing was written."
+)
+
+# apps
+NO_NEW_APPS = (
+    "{who} may not add apps: that needs the role “{role}” on every app (a superuser). "
+    "Nothing was created."
+)
+
+# capture
+ARTIFACT_NOT_FOUND = "There is no {collection} “{name}” in app “{app}”."
+
+# deployments
+# What a restore, revert or write of an app with production says
+# (docs/architecture.md#environments): it changed the draft only.
+PRODUCTION_STILL_SERVES = "Production still serves {deployment}; promote to ship this."
+
+# members
+UNKNOWN_ROLE = "There is no role “{role}”: the roles are {roles}."
+UNKNOWN_USER = "There is no user “{name}”."
+UNKNOWN_GROUP = "There is no group “{name}”."
+ALREADY_MEMBER = "{whom} is already a member of app “{slug}” ({role}): change their role instead."
+MEMBERSHIP_NOT_FOUND = "There is no such member of app “{slug}”."
+LAST_OWNER = (
+    "{whom} is the last owner of app “{slug}”: an app always keeps an owner. Make someone "
+    "else owner first. Nothing was changed."
+)
+
+# naming
+NAME_TOO_LONG = "Names are at most 200 characters."
+NAME_NOT_TEXT = "A name must be text."
+NAME_HAS_CONTROL = "A name cannot contain control characters."
+
+# reading
+UNKNOWN_LAYOUT = "A comparison is read “unified” or “split”, not “{layout}”."
+NO_PERSON = "Only a signed-in person has review preferences; nothing was kept."
+BAD_VIEWED_KEY = "That Viewed mark does not name a file of app “{slug}”; nothing was kept."
+
+# refs
+PREVIEW_NOT_ALLOWED = (
+    "Previews of states other than production are for people who may view this app's "
+    "versions: sign in, or open a signed preview link from the panel."
+)
+PREVIEW_LINK_INVALID = (
+    "This preview link has expired or is not valid: open a new one from the panel."
+)
+
+# restore
+NOOP_POINT_MESSAGE = (
+    "The artifact already matched the state before this point — nothing was written."
+)
+SET_NOT_FOUND = "There is no change set “{id}”."
+POINT_NOT_FOUND = "There is no restore point “{id}”."
+
+# revert
+REVERT_SET_NOT_FOUND = "There is no change set “{id}”."
+REVERT_OF_RESTORE_SET = (
+    "“{id}” is a restore set: take it back with Undo this restore (Restore all of that set). "
+    "Revert this set takes back a change set that a writer made."
+)
+REVERT_NOOP_MESSAGE = (
+    "Every artifact already matched its state without this set — nothing was written."
+)
+REVERT_CONFLICT = (
+    "This set's change and later changes by {sets} touch the same lines, so this set cannot "
+    "be taken back on its own. Nothing was written; edit it by hand, or use Restore all "
+    "(which also drops the later changes)."
+)
+REVERT_CREATED_CHANGED = (
+    "This set created it and {sets} changed it since; removing it would throw that work away. "
+    "Nothing was written."
+)
+REVERT_DELETED_RECREATED = (
+    "This set deleted it and {sets} recreated it since; recreating this set's version would "
+    "overwrite that work. Nothing was written."
+)
+REVERT_CHANGED_DELETED = (
+    "This set changed it and {sets} deleted it since, so there is no source left to take "
+    "this set's change out of. Nothing was written."
+)
+REVERT_NOT_STORED = (
+    "Its source {when} this set was {size:,} bytes, over the {cap:,}-byte limit for stored "
+    "sources, so it was not kept and this set's change cannot be taken back."
+)
+REVERT_PRUNED = (
+    "A restore point of it from this set or after it was pruned by retention (only the newest "
+    "{keep} unpinned points of an app are kept), so its states around this set are gone and "
+    "this set's change cannot be taken back."
+)
+
+# tokens
+NOT_OWNER = (
+    "User “{username}” is not an owner of app “{slug}”: only an app's owners (or people with "
+    "a global permission) may hold its agent tokens, and a token never acts beyond its user's "
+    "role. Nothing was created."
+)
+
+# validation
+NAME_EDGE_SPACES = (
+    "Artifact names cannot begin or end with spaces (got “{name}”): nobody could see them in a "
+    "list. Name it “{stripped}”. Nothing was written."
+)
+NAME_LOOKS_LIKE = (
+    "The name “{name}” looks like “{existing}”, which this app already has among its "
+    "{collection} artifacts: people could not tell the two apart. Write to “{existing}”, or "
+    "choose a name that looks different. Nothing was written."
+)
+SLUG_LOOKS_LIKE = (
+    "The slug “{slug}” looks like the slug of the app “{existing}”: people could not tell the "
+    "two apart. Choose a slug that looks different."
+)
+SOURCE_TOO_LARGE = (
+    "The source is {size:,} bytes; the most a write accepts is {limit:,} bytes. "
+    "Nothing was written."
+)
+MESSAGE_TOO_LONG = (
+    "The message is {length:,} characters; a message is at most {limit:,} (like a commit "
+    "message). Nothing was written."
+)
+MESSAGE_HAS_CONTROL = (
+    "The message cannot contain control characters other than newline and tab (found {char} "
+    "at {pos}). Nothing was written."
+)
