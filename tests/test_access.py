@@ -8,13 +8,27 @@ from django.contrib.auth.models import Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, NotFound, Unauthenticated
 from versions.models import App
+from versions.services.access import (
+    NEEDS,
+    ROLE_FOR,
+)
+from versions.services.tokens import (
+    revoke_token,
+)
+from versions.terms import (
+    NAME,
+    PROMOTE,
+    RESTORE,
+    VIEW,
+    WRITE,
+)
 
 
 def refusal(action: str, who: str, slug: str) -> str:
     """The words of a refusal: what the person may not do, and the role that would allow it."""
-    return services.NEEDS[action].format(
-        who=f"User “{who}”", slug=slug
-    ) + messages.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
+    return NEEDS[action].format(who=f"User “{who}”", slug=slug) + messages.NEEDS_ROLE.format(
+        role=ROLE_FOR[action]
+    )
 
 
 def _user(username: str, *codenames: str, superuser: bool = False) -> User:
@@ -34,18 +48,18 @@ def other(db) -> App:
 
 def test_a_command_may_do_everything_everywhere(app, other):
     actor = services.command_actor("load_demo")
-    for action in (services.VIEW, services.NAME, services.RESTORE, services.PROMOTE):
+    for action in (VIEW, NAME, RESTORE, PROMOTE):
         assert actor.may(action, app) and actor.may(action, other)
     assert actor.label == "command:load_demo"
 
 
 def test_a_user_may_what_its_global_permissions_say_on_every_app(app, other):
     viewer = services.actor_for_user(_user("viewer", "view_changeset"))
-    assert viewer.may(services.VIEW, app) and viewer.may(services.VIEW, other)
-    assert not viewer.may(services.RESTORE, app)
+    assert viewer.may(VIEW, app) and viewer.may(VIEW, other)
+    assert not viewer.may(RESTORE, app)
     with pytest.raises(Forbidden) as refused:
-        viewer.require(services.RESTORE, app)
-    assert refused.value.message == refusal(services.RESTORE, "viewer", "quotes")
+        viewer.require(RESTORE, app)
+    assert refused.value.message == refusal(RESTORE, "viewer", "quotes")
 
 
 def test_a_person_who_may_view_nothing_may_not_use_the_panel(app):
@@ -65,18 +79,18 @@ def test_an_app_the_actor_may_not_see_does_not_exist_for_it(app):
 def test_a_token_acts_only_on_its_apps_and_restores_only_with_its_users_permission(app, other):
     token, _row = services.create_agent_token(_user("agent").username, ["quotes"])
     actor = services.authenticate_token(token)
-    assert services.app_for("quotes", actor=actor, action=services.WRITE) == app
+    assert services.app_for("quotes", actor=actor, action=WRITE) == app
     with pytest.raises(Forbidden) as refused:
         services.app_for("billing", actor=actor)
     assert refused.value.message == messages.OUT_OF_SCOPE.format(slug="billing")
     with pytest.raises(Forbidden) as no_restore:
-        services.app_for("quotes", actor=actor, action=services.RESTORE)
-    assert no_restore.value.message == refusal(services.RESTORE, "agent", "quotes")
+        services.app_for("quotes", actor=actor, action=RESTORE)
+    assert no_restore.value.message == refusal(RESTORE, "agent", "quotes")
 
 
 def test_a_revoked_or_unknown_token_is_refused_in_words(app):
     token, row = services.create_agent_token(_user("agent").username, ["quotes"])
-    services.revoke_token(row)
+    revoke_token(row)
     for candidate in (token, "vt_nope", None):
         with pytest.raises(Unauthenticated) as refused:
             services.authenticate_token(candidate)

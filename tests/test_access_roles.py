@@ -13,6 +13,16 @@ from django.contrib.auth.models import Group, Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, NotFound
 from versions.models import App, AppMembership, AuditEvent, ChangeSet, RestorePoint
+from versions.services.access import (
+    PERMISSIONS,
+    ROLE_FOR,
+)
+from versions.terms import (
+    MANAGE,
+    NAME,
+    RESTORE,
+    VIEW,
+)
 
 ROLES = list(AppMembership.ROLES)
 
@@ -30,24 +40,24 @@ def _sets(app: App) -> tuple[str, str]:
 
 # action → (what it needs, how to try it with an actor)
 ACTIONS: dict[str, tuple[str, Callable[[services.Actor, App, str], object]]] = {
-    "view": (services.VIEW, lambda a, app, s: services.app_for(app.slug, actor=a)),
-    "name": (services.NAME, lambda a, app, s: services.name_change_set(s, "", actor=a)),
-    "mark": (services.NAME, lambda a, app, s: services.mark_release(s, actor=a)),
+    "view": (VIEW, lambda a, app, s: services.app_for(app.slug, actor=a)),
+    "name": (NAME, lambda a, app, s: services.name_change_set(s, "", actor=a)),
+    "mark": (NAME, lambda a, app, s: services.mark_release(s, actor=a)),
     "restore": (
-        services.RESTORE,
+        RESTORE,
         lambda a, app, s: services.restore_change_set(s, actor=a, dry_run=True),
     ),
     "revert": (
-        services.RESTORE,
+        RESTORE,
         lambda a, app, s: services.revert_change_set(s, actor=a, dry_run=True),
     ),
     "restore_to_release": (
-        services.RESTORE,
+        RESTORE,
         lambda a, app, s: services.restore_to_release(app, actor=a, dry_run=True),
     ),
     "manage": (
-        services.MANAGE,
-        lambda a, app, s: services.app_for(app.slug, actor=a, action=services.MANAGE),
+        MANAGE,
+        lambda a, app, s: services.app_for(app.slug, actor=a, action=MANAGE),
     ),
 }
 
@@ -61,7 +71,7 @@ def _holder(how: str, role: str | None, app: App, action: str) -> User:
         user.groups.add(group)
         services.add_member(app, role=role, group=group.name, by="setup")
     elif how == "global":
-        needed = services.PERMISSIONS.get(ACTIONS[action][0])
+        needed = PERMISSIONS.get(ACTIONS[action][0])
         codenames = ["view_changeset"] + ([needed.split(".")[1]] if needed else [])
         user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     return User.objects.get(pk=user.pk)
@@ -96,17 +106,15 @@ def test_each_action_is_allowed_exactly_from_the_role_that_includes_it(app, acti
         assert _snapshot() == before
         return
     if how == "global":
-        allowed = needed != services.MANAGE  # no global permission manages members
+        allowed = needed != MANAGE  # no global permission manages members
     else:
-        allowed = ROLES.index(role) >= ROLES.index(services.ROLE_FOR[needed])
+        allowed = ROLES.index(role) >= ROLES.index(ROLE_FOR[needed])
     if allowed:
         attempt(actor, app, first)
         return
     with pytest.raises(Forbidden) as refused:
         attempt(actor, app, first)
-    assert refused.value.message.endswith(
-        messages.NEEDS_ROLE.format(role=services.ROLE_FOR[needed])
-    )
+    assert refused.value.message.endswith(messages.NEEDS_ROLE.format(role=ROLE_FOR[needed]))
     assert _snapshot() == before
 
 

@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
-from versions.services import (
+from versions.services.tokens import (
     revoke_token,
 )
 

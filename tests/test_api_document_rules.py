@@ -18,6 +18,10 @@ from versions import services
 from versions.api import schemas
 from versions.errors import InvalidInput
 from versions.models import COLLECTIONS, Artifact
+from versions.services.validation import (
+    validate_message,
+    validate_optional_id,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -113,11 +117,11 @@ def test_the_name_pattern_is_the_rule_the_services_check(name):
 @given(text_with_tricky.filter(lambda v: len(v) <= 200))
 def test_the_id_and_message_patterns_are_the_rules_the_services_check(value):
     assert _allowed(schemas.text_pattern(), value) == _accepted(
-        lambda v: services.validate_optional_id(v, "run_id"), value
+        lambda v: validate_optional_id(v, "run_id"), value
     ), repr(value)
-    assert _allowed(schemas.message_pattern(), value) == _accepted(
-        services.validate_message, value
-    ), repr(value)
+    assert _allowed(schemas.message_pattern(), value) == _accepted(validate_message, value), repr(
+        value
+    )
 
 
 @pytest.mark.parametrize(

@@ -26,14 +26,16 @@ from versions.models import (
 )
 from versions.services import (
     delete_artifact,
-    deployment_history,
-    event_receipt,
     name_point,
     production_notice,
     promote,
     restore_change_set,
     rollback_production,
     write_artifact,
+)
+from versions.services.deployments import (
+    deployment_history,
+    event_receipt,
 )
 
 NOOP = {"kind": "noop", "message": "Production already serves this state — nothing was promoted."}

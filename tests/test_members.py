@@ -9,6 +9,10 @@ from django.contrib.auth.models import Group, Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.models import App, AppMembership, AuditEvent
+from versions.terms import (
+    PROMOTE,
+    RESTORE,
+)
 
 
 @pytest.fixture
@@ -124,7 +128,7 @@ def test_a_user_in_two_groups_gets_the_higher_role(app):
         user.groups.add(group)
         services.add_member(app, role=role, group=name, by="setup")
     actor = _actor(user)
-    assert actor.may(services.RESTORE, app) and not actor.may(services.PROMOTE, app)
+    assert actor.may(RESTORE, app) and not actor.may(PROMOTE, app)
 
 
 def test_a_global_permission_still_means_every_app(app):
@@ -132,4 +136,4 @@ def test_a_global_permission_still_means_every_app(app):
     user.user_permissions.add(Permission.objects.get(codename="restore_changeset"))
     other = App.objects.create(slug="billing", name="Billing")
     actor = _actor(user)
-    assert actor.may(services.RESTORE, app) and actor.may(services.RESTORE, other)
+    assert actor.may(RESTORE, app) and actor.may(RESTORE, other)

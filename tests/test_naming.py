@@ -8,6 +8,13 @@ from django.contrib.auth.models import Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
+from versions.services.access import (
+    NEEDS,
+    ROLE_FOR,
+)
+from versions.terms import (
+    NAME,
+)
 
 
 @pytest.fixture
@@ -17,9 +24,9 @@ def receipt(app: App) -> services.WriteReceipt:
 
 def refusal(action: str, who: str, slug: str) -> str:
     """The words of a refusal: what the person may not do, and the role that would allow it."""
-    return services.NEEDS[action].format(
-        who=f"User “{who}”", slug=slug
-    ) + messages.NEEDS_ROLE.format(role=services.ROLE_FOR[action])
+    return NEEDS[action].format(who=f"User “{who}”", slug=slug) + messages.NEEDS_ROLE.format(
+        role=ROLE_FOR[action]
+    )
 
 
 def _viewer() -> services.Actor:
@@ -63,7 +70,7 @@ def test_a_viewer_may_not_name_or_mark_and_nothing_changes(app, receipt):
     viewer = _viewer()
     with pytest.raises(Forbidden) as refused:
         services.name_change_set(receipt.change_set_id, "x", actor=viewer)
-    assert refused.value.message == refusal(services.NAME, "viewer", "quotes")
+    assert refused.value.message == refusal(NAME, "viewer", "quotes")
     with pytest.raises(Forbidden):
         services.mark_release(receipt.change_set_id, actor=viewer)
     with pytest.raises(Forbidden):

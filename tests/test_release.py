@@ -41,14 +41,18 @@ from versions.selectors import (
     states_at,
 )
 from versions.services import (
-    NOOP_MESSAGE,
-    SCOPE,
     delete_artifact,
     mark_release,
     restore_change_set,
     restore_to_release,
     unmark_release,
     write_artifact,
+)
+from versions.services.release import (
+    SCOPE,
+)
+from versions.services.restore import (
+    NOOP_MESSAGE,
 )
 
 Key = tuple[str, str]

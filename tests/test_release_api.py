@@ -9,7 +9,7 @@ from api_helpers import ApiClient, make_token, make_user
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
 from versions.selectors import NO_RELEASE
-from versions.services import (
+from versions.services.restore import (
     NOOP_MESSAGE,
 )
 

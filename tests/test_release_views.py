@@ -12,7 +12,7 @@ from django.urls import reverse
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
 from versions.selectors import NO_RELEASE
-from versions.services import (
+from versions.services.restore import (
     NOOP_MESSAGE,
 )
 from versions.views.release import ADDED_SINCE, REMOVED_SINCE

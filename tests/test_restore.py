@@ -24,12 +24,14 @@ from versions.models import (
     RestorePoint,
 )
 from versions.services import (
-    NOOP_MESSAGE,
     RestoreReceipt,
     delete_artifact,
     restore_change_set,
     restore_point,
     write_artifact,
+)
+from versions.services.restore import (
+    NOOP_MESSAGE,
 )
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

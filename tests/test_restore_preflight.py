@@ -21,8 +21,10 @@ from versions.models import (
 )
 from versions.services import (
     restore_change_set,
-    sha256_hex,
     write_artifact,
+)
+from versions.services._store import (
+    sha256_hex,
 )
 
 

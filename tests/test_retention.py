@@ -22,6 +22,9 @@ from versions.models import (
     RestorePoint,
     SweepDebt,
 )
+from versions.services.retention import (
+    over_limit,
+)
 
 
 def write(app, name, source, **kw):
@@ -83,7 +86,7 @@ def test_counter_points_do_not_count_against_the_limit_of_captures(app, settings
     captures = RestorePoint.objects.filter(app=app, kind=RestorePoint.CAPTURE)
     assert set(captures.values_list("id", flat=True)) == {r.restore_point_id for r in receipts}
     assert RestorePoint.objects.filter(app=app, kind=RestorePoint.COUNTER).count() == 2
-    assert not services.over_limit(app)
+    assert not over_limit(app)
 
 
 @override_settings(VERSIONS_RESTORE_SETS_PER_APP=3, VERSIONS_SWEEP_BATCH=1)
@@ -213,11 +216,11 @@ def test_a_turn_larger_than_the_limit_keeps_all_its_points_and_prunes_other_sets
     assert points_of(set_id) == 300
     assert points_of(older) == 0  # older points of other sets go
     assert len(ChangeSet.objects.get(id=older).pruned) == 1  # listed as pruned until settled
-    assert services.over_limit(app)  # until the next write, which the panel can say
+    assert over_limit(app)  # until the next write, which the panel can say
     assert ChangeSet.objects.get(id=set_id).pruned == []
 
     write(app, "after", "a\n")  # the next write brings the app back to its limit
-    assert not services.over_limit(app)
+    assert not over_limit(app)
     assert RestorePoint.objects.filter(app=app).count() == 200
 
 

@@ -22,11 +22,13 @@ from versions.models import PAGE, STYLESHEET, App, Artifact, AuditEvent, ChangeS
 from versions.selectors import set_states
 from versions.services import (
     delete_artifact,
-    merge_texts,
     restore_change_set,
     restore_point,
     revert_change_set,
     write_artifact,
+)
+from versions.services.revert import (
+    merge_texts,
 )
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))

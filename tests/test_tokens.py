@@ -11,8 +11,10 @@ from django.core.management import CommandError, call_command
 
 from versions.models import AgentToken, App
 from versions.services import (
-    token_can_restore,
     verify_token,
+)
+from versions.services.tokens import (
+    token_can_restore,
 )
 
 pytestmark = pytest.mark.django_db

@@ -54,6 +54,10 @@ from versions.services import (
     RouteSpec,
     parse_route_spec,
 )
+from versions.terms import (
+    DRAFT,
+    PRODUCTION,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +285,7 @@ def _table_of(
 
 
 def _load_table(app: App, generation: int, production: str | None) -> RouteTable:
-    ref = services.PRODUCTION if production is not None else services.DRAFT
+    ref = PRODUCTION if production is not None else DRAFT
     return _table_of(app.pk, services.route_sources(app, ref), generation, production)
 
 
@@ -460,10 +464,10 @@ def at_asset(
 
 def _preview_table(app: App, ref: str) -> RouteTable:
     """The route table of the state ``ref`` names (``NotFound`` as the state's)."""
-    if ref == services.PRODUCTION or ref == services.DRAFT:
+    if ref in (PRODUCTION, DRAFT):
         found = App.objects.filter(pk=app.pk).values_list("route_generation", "production_id")
         generation, production = found.get()
-        if ref == services.PRODUCTION:
+        if ref == PRODUCTION:
             if production is None:
                 services.route_sources(app, ref)  # raises NotFound in words
             return route_table(app.pk, generation, app.created_on, production, slug=app.slug)

@@ -30,6 +30,13 @@ from pydantic import Field
 
 from versions import ids, selectors, services
 from versions.errors import InvalidInput, PreflightFailed, StaleWrite, VersionsError
+from versions.terms import (
+    PROMOTE,
+    REVERT,
+    SET,
+    VIEW,
+    WRITE,
+)
 
 logger = logging.getLogger("versions.mcp")
 
@@ -189,7 +196,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """The run a write joins: the client's, else the session's unless it names its turn."""
         return run_id if run_id or turn_id else session_run_id
 
-    def authorise(action: str = services.VIEW) -> tuple[services.Actor, Any]:
+    def authorise(action: str = VIEW) -> tuple[services.Actor, Any]:
         """The token's actor (checked on every call: revoking it stops the session) and the
         app, as the services let it reach it."""
         actor = services.authenticate_token(token)
@@ -297,7 +304,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         tool = client_tool_name(ctx)
 
         def body() -> dict[str, Any]:
-            actor, app = authorise(services.WRITE)
+            actor, app = authorise(WRITE)
             receipt = services.write_artifact(
                 app,
                 collection,
@@ -333,7 +340,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         tool = client_tool_name(ctx)
 
         def body() -> dict[str, Any]:
-            actor, app = authorise(services.WRITE)
+            actor, app = authorise(WRITE)
             receipt = services.edit_artifact(
                 app,
                 collection,
@@ -365,7 +372,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         tool = client_tool_name(ctx)
 
         def body() -> dict[str, Any]:
-            actor, app = authorise(services.WRITE)
+            actor, app = authorise(WRITE)
             receipt = services.delete_artifact(
                 app,
                 collection,
@@ -392,7 +399,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         reviews it."""
 
         def body() -> dict[str, Any]:
-            actor, app = authorise(services.WRITE)
+            actor, app = authorise(WRITE)
             return services.describe_change_set(set_id, message, actor=actor, app=app).as_dict()
 
         return call(body, set_id)
@@ -474,7 +481,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     ) -> CallToolResult:
         """Restore all: put every artifact of the set back to its state before the set, behind
         counter-points (so the restore can be undone). Returns the receipt."""
-        return restore_tool(services.SET, set_id, dry_run, expected)
+        return restore_tool(SET, set_id, dry_run, expected)
 
     @server.tool(annotations=changes_app)
     def revert_change_set(
@@ -483,7 +490,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """Revert this set: take back only what the set itself did, keeping the changes later
         sets made to the same artifacts (a three-way merge, like git revert). Overlapping
         later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
-        return restore_tool(services.REVERT, set_id, dry_run, expected)
+        return restore_tool(REVERT, set_id, dry_run, expected)
 
     @server.tool(annotations=read_only)
     def list_deployments() -> CallToolResult:
@@ -496,7 +503,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
         return call(body)
 
-    if _may(authorise, services.PROMOTE):
+    if _may(authorise, PROMOTE):
         # Only a token that may promote this app sees the tool at all: made --can-promote, and
         # its user holds the promote permission or role (the services decide).
 

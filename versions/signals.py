@@ -9,14 +9,14 @@ from typing import Any
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 
-from versions import services
+from versions import services, terms
 from versions.request_meta import request_meta
 
 
 @receiver(user_logged_in, dispatch_uid="versions_audit_signed_in")
 def signed_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     actor = services.actor_for_user(user)
-    services.record(services.SIGNED_IN, actor=actor, request_meta=request_meta(request))
+    services.record(terms.SIGNED_IN, actor=actor, request_meta=request_meta(request))
 
 
 @receiver(user_logged_out, dispatch_uid="versions_audit_signed_out")
@@ -24,14 +24,14 @@ def signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     if user is None or not getattr(user, "pk", None):
         return  # signing out without being signed in does nothing
     actor = services.actor_for_user(user)
-    services.record(services.SIGNED_OUT, actor=actor, request_meta=request_meta(request))
+    services.record(terms.SIGNED_OUT, actor=actor, request_meta=request_meta(request))
 
 
 @receiver(user_login_failed, dispatch_uid="versions_audit_signin_failed")
 def signin_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kw: Any) -> None:
     name = str((credentials or {}).get("username") or "")[:150]
     services.record(
-        services.SIGNIN_FAILED, actor=services.Someone(name), request_meta=request_meta(request)
+        terms.SIGNIN_FAILED, actor=services.Someone(name), request_meta=request_meta(request)
     )
 
 
@@ -40,7 +40,7 @@ def locked_out(sender: Any, request: Any = None, username: Any = None, **kwargs:
     if kwargs.get("ip_address"):
         meta["address"] = str(kwargs["ip_address"])[:45]
     actor = services.Someone(str(username or "")[:150])
-    services.record(services.LOCKED_OUT, actor=actor, request_meta=meta)
+    services.record(terms.LOCKED_OUT, actor=actor, request_meta=meta)
 
 
 try:  # sign-in throttling's lock-outs, while django-axes does the throttling

@@ -23,6 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from versions.services.revert import (
+    merge_texts,
+)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import setup_django  # noqa: E402
 from bench_diff import make_stylesheet  # noqa: E402
@@ -93,7 +97,7 @@ def main() -> None:
         assert Artifact.objects.get(app=app, name="Big").source == expected
         undo()
         g = timed(git)
-        m = timed(lambda: services.merge_texts(after, now, before))
+        m = timed(lambda: merge_texts(after, now, before))
         if round_:  # the first round warms up
             ours_ms.append(o)
             git_ms.append(g)

@@ -14,6 +14,9 @@ from rollback_helpers import phase_log, snapshot, write, write_log
 
 from versions import messages, services
 from versions.errors import Conflict, Forbidden, InvalidInput, NotFound, StaleWrite
+from versions.terms import (
+    VIEW,
+)
 from versions.workspace import lock, log_sets
 
 WS = "demo"
@@ -241,7 +244,7 @@ def test_restore_all_rolls_back_and_lists_the_undo_log(ws: Path) -> None:
 def test_an_actor_who_may_not_restore_cannot_roll_back_and_nothing_is_done(ws: Path) -> None:
     _phase(ws)
     before = snapshot(ws)
-    viewer = services.Actor("viewer", "user", everywhere=frozenset({services.VIEW}))
+    viewer = services.Actor("viewer", "user", everywhere=frozenset({VIEW}))
     with pytest.raises(Forbidden) as dialog:
         log_sets.log_for_rollback(workspace=WS, kind=log_sets.LOGS, log=LOG, actor=viewer)
     state = _state()

@@ -51,6 +51,13 @@ from versions.api.schemas import (
 from versions.errors import PreconditionFailed, StaleWrite
 from versions.models import ChangeSet
 from versions.request_meta import request_meta
+from versions.terms import (
+    POINT,
+    RELEASE,
+    REVERT,
+    SET,
+    WRITE,
+)
 
 DEFAULT_TOOL = "api"
 
@@ -374,7 +381,7 @@ def put_artifact(
     body: WriteIn,
 ) -> Any:
     actor = _actor(request)
-    app = services.app_for(slug, actor=actor, action=services.WRITE)
+    app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)
     try:
         pinned, if_match = _expected_from_if_match(request, app, collection, name)
@@ -421,7 +428,7 @@ def delete_artifact(
     params: Query[DeleteQuery],
 ) -> Any:
     actor = _actor(request)
-    app = services.app_for(slug, actor=actor, action=services.WRITE)
+    app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)
     try:
         pinned, if_match = _expected_from_if_match(request, app, collection, name)
@@ -551,7 +558,7 @@ def _restore(
 def post_restore_change_set(
     request: HttpRequest, set_id: str, body: RestoreSetIn = _NO_BODY_SET
 ) -> Any:
-    return _restore(request, services.SET, set_id, dry_run=body.dry_run, expected=body.expected)
+    return _restore(request, SET, set_id, dry_run=body.dry_run, expected=body.expected)
 
 
 @api.post(
@@ -563,7 +570,7 @@ def post_restore_change_set(
 def post_revert_change_set(
     request: HttpRequest, set_id: str, body: RestoreSetIn = _NO_BODY_SET
 ) -> Any:
-    return _restore(request, services.REVERT, set_id, dry_run=body.dry_run, expected=body.expected)
+    return _restore(request, REVERT, set_id, dry_run=body.dry_run, expected=body.expected)
 
 
 @api.post(
@@ -579,7 +586,7 @@ def post_restore_point(
     expected = None
     if body.expected_sha256 is not None:
         expected = {(point.artifact.collection, point.artifact.name): body.expected_sha256}
-    return _restore(request, services.POINT, point.id, dry_run=body.dry_run, expected=expected)
+    return _restore(request, POINT, point.id, dry_run=body.dry_run, expected=expected)
 
 
 @api.api_operation(
@@ -606,9 +613,7 @@ def post_restore_to_release(
     request: HttpRequest, slug: str, body: RestoreSetIn = _NO_BODY_SET
 ) -> Any:
     app = services.app_for(slug, actor=_actor(request))
-    return _restore(
-        request, services.RELEASE, None, app=app, dry_run=body.dry_run, expected=body.expected
-    )
+    return _restore(request, RELEASE, None, app=app, dry_run=body.dry_run, expected=body.expected)
 
 
 # --- production (docs/architecture.md#environments) -----------------------------------------------

@@ -25,18 +25,10 @@ outside this package imports a module inside it: everything a caller needs is re
 - ``validation`` — what a name, collection or source must be.
 """
 
-from versions.services._store import RepackResult, sha256_hex
-from versions.services._store import repack as repack_blobs
+from versions.services._store import (
+    repack as repack_blobs,
+)
 from versions.services.access import (
-    MANAGE,
-    NAME,
-    NEEDS,
-    PERMISSIONS,
-    PROMOTE,
-    RESTORE,
-    ROLE_FOR,
-    VIEW,
-    WRITE,
     Actor,
     activity_app,
     actor_for_token,
@@ -45,17 +37,13 @@ from versions.services.access import (
     authenticate_token,
     command_actor,
     point_for,
-    principal,
     require_instance_activity,
     require_panel,
     require_workspace_rollback,
-    restores_everywhere,
-    roles_of,
     set_for,
     visible_app_ids,
 )
 from versions.services.agent_writes import (
-    DescribedSet,
     describe_change_set,
     edit_artifact,
 )
@@ -64,11 +52,6 @@ from versions.services.apps import (
     rename_app,
 )
 from versions.services.audit import (
-    ACTION_LABELS,
-    LOCKED_OUT,
-    SIGNED_IN,
-    SIGNED_OUT,
-    SIGNIN_FAILED,
     Someone,
     record,
 )
@@ -79,14 +62,13 @@ from versions.services.capture import (
 )
 from versions.services.deployments import (
     PromotionReceipt,
-    deployment_history,
-    deployments,
-    event_receipt,
     production_notice,
     promote,
     rollback_production,
 )
-from versions.services.flow import KINDS, POINT, RELEASE, REVERT, SET, run_restore
+from versions.services.flow import (
+    run_restore,
+)
 from versions.services.members import (
     add_member,
     change_role,
@@ -101,56 +83,44 @@ from versions.services.naming import (
     unmark_release,
 )
 from versions.services.reading import (
-    VIEWED_KEPT,
     mark_viewed,
     set_reading_layout,
 )
-from versions.services.receipts import read_receipt
+from versions.services.receipts import (
+    read_receipt,
+)
 from versions.services.refs import (
-    DRAFT,
-    PRODUCTION,
-    AppState,
-    StateEntry,
     check_preview,
     preview_url,
     resolve_state,
     route_sources,
     state_entry,
 )
-from versions.services.release import SCOPE, restore_to_release
+from versions.services.release import (
+    restore_to_release,
+)
 from versions.services.restore import (
-    NOOP_MESSAGE,
     RestoreReceipt,
-    normalise_expected,
     restore_change_set,
     restore_point,
 )
-from versions.services.retention import over_limit
 from versions.services.revert import (
-    merge_texts,
     revert_change_set,
 )
-from versions.services.routes import RouteSpec, parse_route_spec
+from versions.services.routes import (
+    RouteSpec,
+    parse_route_spec,
+)
 from versions.services.tokens import (
-    DEFAULT_EXPIRY_DAYS,
     create_agent_token,
-    hash_token,
     list_agent_tokens,
     revoke_agent_token,
-    revoke_token,
-    token_app_slugs,
-    token_can_restore,
     verify_token,
 )
 from versions.services.validation import (
-    MESSAGE_MAX_CHARS,
     check_new_app_slug,
-    encode_source,
-    name_skeleton,
     validate_collection,
-    validate_message,
     validate_name,
-    validate_optional_id,
 )
 
 __all__ = [
@@ -158,27 +128,13 @@ __all__ = [
     "rename_app",
     "revoke_app_token",
     "check_new_app_slug",
-    "name_skeleton",
-    "ACTION_LABELS",
     "activity_app",
     "require_instance_activity",
-    "LOCKED_OUT",
-    "SIGNED_IN",
-    "SIGNED_OUT",
-    "SIGNIN_FAILED",
     "Someone",
     "record",
-    "VIEWED_KEPT",
     "mark_viewed",
     "set_reading_layout",
-    "DRAFT",
-    "PRODUCTION",
-    "AppState",
     "PromotionReceipt",
-    "StateEntry",
-    "deployment_history",
-    "deployments",
-    "event_receipt",
     "check_preview",
     "preview_url",
     "production_notice",
@@ -187,41 +143,16 @@ __all__ = [
     "rollback_production",
     "route_sources",
     "state_entry",
-    "over_limit",
-    "DEFAULT_EXPIRY_DAYS",
     "list_agent_tokens",
     "revoke_agent_token",
-    "RepackResult",
     "repack_blobs",
-    "MESSAGE_MAX_CHARS",
-    "DescribedSet",
     "describe_change_set",
     "edit_artifact",
-    "principal",
-    "validate_message",
-    "PERMISSIONS",
-    "REVERT",
-    "merge_texts",
     "revert_change_set",
-    "MANAGE",
-    "ROLE_FOR",
     "add_member",
     "change_role",
     "remove_member",
-    "roles_of",
     "whom",
-    "KINDS",
-    "NAME",
-    "NEEDS",
-    "NOOP_MESSAGE",
-    "POINT",
-    "PROMOTE",
-    "RELEASE",
-    "RESTORE",
-    "SCOPE",
-    "SET",
-    "VIEW",
-    "WRITE",
     "Actor",
     "RestoreReceipt",
     "read_receipt",
@@ -236,28 +167,19 @@ __all__ = [
     "set_for",
     "create_agent_token",
     "delete_artifact",
-    "encode_source",
-    "hash_token",
     "mark_release",
     "name_change_set",
     "name_point",
-    "normalise_expected",
     "parse_route_spec",
     "require_panel",
     "require_workspace_rollback",
-    "restores_everywhere",
     "restore_change_set",
     "restore_point",
     "restore_to_release",
-    "revoke_token",
     "run_restore",
-    "sha256_hex",
-    "token_app_slugs",
-    "token_can_restore",
     "unmark_release",
     "validate_collection",
     "validate_name",
-    "validate_optional_id",
     "verify_token",
     "visible_app_ids",
     "write_artifact",

@@ -36,15 +36,15 @@ from versions.messages import (
 )
 from versions.models import AgentToken, App, AppMembership, ChangeSet, RestorePoint
 from versions.services.tokens import verify_token
+from versions.terms import (
+    MANAGE,
+    NAME,
+    PROMOTE,
+    RESTORE,
+    VIEW,
+    WRITE,
+)
 
-VIEW = "view"
-NAME = "name"
-RESTORE = "restore"
-PROMOTE = "promote"
-MANAGE = "manage"
-# Writing artifacts: what agent tokens (and commands) do. A person writes by hand only in the
-# admin, and only where they manage the app (an owner could hold a token and write with it).
-WRITE = "write"
 ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
 
 # The global Django permissions of docs/architecture.md#access (and

@@ -13,13 +13,20 @@ from versions.messages import (
     EDIT_OLD_TEXT_NOT_UNIQUE,
 )
 from versions.models import Artifact, ChangeSet
-from versions.services.access import WRITE, Actor, app_for, set_for
+from versions.services.access import (
+    Actor,
+    app_for,
+    set_for,
+)
 from versions.services.capture import (
     WriteReceipt,
     check_expected,
     write_artifact,
 )
 from versions.services.validation import validate_collection, validate_message, validate_name
+from versions.terms import (
+    WRITE,
+)
 
 EDIT_NOT_TEXT = "{field} must be text. Nothing was written."
 

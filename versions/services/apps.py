@@ -14,8 +14,15 @@ from django.db import IntegrityError, transaction
 from versions.errors import Conflict, Forbidden, InvalidInput
 from versions.messages import NO_NEW_APPS
 from versions.models import App
-from versions.services.access import MANAGE, ROLE_FOR, Actor, app_for
+from versions.services.access import (
+    ROLE_FOR,
+    Actor,
+    app_for,
+)
 from versions.services.validation import check_new_app_slug
+from versions.terms import (
+    MANAGE,
+)
 
 SLUG_INVALID = "An app's slug is 1 to 50 lowercase letters, digits and hyphens (got “{slug}”)."
 APP_NAME_INVALID = "An app's name is 1 to 200 characters."

@@ -18,58 +18,6 @@ from typing import Any, Protocol
 
 from versions.models import AgentToken, App, AuditEvent
 
-# Sign-in (the panel).
-SIGNED_IN = "signed_in"
-SIGNED_OUT = "signed_out"
-SIGNIN_FAILED = "signin_failed"
-LOCKED_OUT = "locked_out"
-# Agent tokens.
-TOKEN_CREATED = "token_created"
-TOKEN_REVOKED = "token_revoked"
-TOKEN_EXPIRED_USED = "token_used_after_expiry"
-# Members of an app.
-MEMBER_ADDED = "member_added"
-MEMBER_ROLE_CHANGED = "member_role_changed"
-MEMBER_REMOVED = "member_removed"
-# Names and the release mark.
-SET_NAMED = "set_named"
-POINT_NAMED = "point_named"
-RELEASE_MARKED = "release_marked"
-RELEASE_UNMARKED = "release_unmarked"
-# What the engine puts back or ships (recorded by its executor).
-RESTORED = "restored"
-REVERTED = "reverted"
-RESTORED_TO_RELEASE = "restored_to_release"
-PROMOTED = "promoted"
-ROLLED_BACK = "rolled_back"
-PREFLIGHT_FAILED = "preflight_failed"
-PROMOTION_REFUSED = "promotion_refused"
-
-# Each action in words, for the Activity tab (an action not listed shows as its name).
-ACTION_LABELS = {
-    SIGNED_IN: "Signed in",
-    SIGNED_OUT: "Signed out",
-    SIGNIN_FAILED: "Failed sign-in",
-    LOCKED_OUT: "Locked out",
-    TOKEN_CREATED: "Token made",
-    TOKEN_REVOKED: "Token revoked",
-    TOKEN_EXPIRED_USED: "Token used after expiry",
-    MEMBER_ADDED: "Member added",
-    MEMBER_ROLE_CHANGED: "Role changed",
-    MEMBER_REMOVED: "Member removed",
-    SET_NAMED: "Set named",
-    POINT_NAMED: "Point named",
-    RELEASE_MARKED: "Marked as release",
-    RELEASE_UNMARKED: "Release mark removed",
-    RESTORED: "Restored",
-    REVERTED: "Reverted",
-    RESTORED_TO_RELEASE: "Restored to release",
-    PROMOTED: "Promoted",
-    ROLLED_BACK: "Rolled back",
-    PREFLIGHT_FAILED: "Restore refused",
-    PROMOTION_REFUSED: "Promotion refused",
-}
-
 
 class _Acting(Protocol):
     """What :func:`record` reads of an actor (a :class:`~versions.services.Actor`)."""

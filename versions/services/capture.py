@@ -20,7 +20,11 @@ from versions.messages import (
 from versions.models import API_ROUTE, App, Artifact, ChangeSet
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
-from versions.services.access import WRITE, Actor, app_for, principal
+from versions.services.access import (
+    Actor,
+    app_for,
+    principal,
+)
 from versions.services.validation import (
     check_new_name,
     encode_source,
@@ -28,6 +32,9 @@ from versions.services.validation import (
     validate_message,
     validate_name,
     validate_optional_id,
+)
+from versions.terms import (
+    WRITE,
 )
 
 APP_NOT_FOUND = "There is no app “{slug}”."

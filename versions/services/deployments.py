@@ -22,12 +22,15 @@ from typing import Any
 
 from django.db.models import F
 
+from versions import terms
 from versions.errors import Conflict, InvalidInput, NotFound
 from versions.messages import PRODUCTION_STILL_SERVES
 from versions.models import API_ROUTE, App, Deployment, DeploymentEntry, DeploymentEvent
-from versions.services import audit, engine
+from versions.services import engine
 from versions.services import refs as states
-from versions.services.access import PROMOTE, Actor
+from versions.services.access import (
+    Actor,
+)
 from versions.services.capture import resolve_app
 from versions.services.engine import Move, MovePlan, Request, Subject
 from versions.services.receipts import (
@@ -40,6 +43,9 @@ from versions.services.receipts import (
     change_json,
 )
 from versions.services.routes import parse_route_spec
+from versions.terms import (
+    PROMOTE,
+)
 
 NO_PRODUCTION_TO_ROLL_BACK = (
     "App “{app}” has no production deployment to roll back: /apps/{app}/ serves its draft. "
@@ -188,7 +194,7 @@ class PromotePlan(MovePlan):
     ref: str
     note: str = ""
     action: str = PROMOTE
-    audit_action: str = audit.PROMOTED
+    audit_action: str = terms.PROMOTED
     audit_kind: str = "promotion_refused"
     rules: tuple[engine.MoveRule, ...] = ()
 
@@ -302,7 +308,7 @@ class RollbackPlan(MovePlan):
     to: str | None
     note: str = ""
     action: str = PROMOTE
-    audit_action: str = audit.ROLLED_BACK
+    audit_action: str = terms.ROLLED_BACK
     audit_kind: str = "promotion_refused"
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:

@@ -61,7 +61,6 @@ from versions.services.receipts import (
 )
 from versions.services.receipts import (
     NOOP,
-    RESTORE,
     Change,
     Finding,
     LaterChange,
@@ -72,15 +71,18 @@ from versions.services.receipts import (
     RestoreReceipt,
 )
 from versions.services.receipts import (
-    PREFLIGHT_FAILED as PREFLIGHT_FAILED_KIND,
-)
-from versions.services.receipts import (
     ROLLBACK as ROLLBACK_KIND,
 )
 from versions.services.validation import (
     validate_collection,
     validate_name,
     validate_optional_id,
+)
+from versions.terms import (
+    PREFLIGHT_FAILED as PREFLIGHT_FAILED_KIND,
+)
+from versions.terms import (
+    RESTORE,
 )
 
 NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."

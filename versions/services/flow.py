@@ -18,11 +18,13 @@ from versions.services.access import Actor
 from versions.services.release import restore_to_release
 from versions.services.restore import RestoreReceipt, restore_change_set, restore_point
 from versions.services.revert import revert_change_set
+from versions.terms import (
+    POINT,
+    RELEASE,
+    REVERT,
+    SET,
+)
 
-SET = "set"
-POINT = "point"
-RELEASE = "release"
-REVERT = "revert"
 KINDS = (SET, POINT, RELEASE, REVERT)
 
 UNKNOWN_KIND = "There is no kind of restore “{kind}”."

@@ -21,15 +21,21 @@ from versions.messages import (
     UNKNOWN_USER,
 )
 from versions.models import AgentToken, App, AppMembership
-from versions.services.access import MANAGE, Actor, app_for
+from versions.services.access import (
+    Actor,
+    app_for,
+)
 from versions.services.audit import (
-    MEMBER_ADDED,
-    MEMBER_REMOVED,
-    MEMBER_ROLE_CHANGED,
     Command,
     record,
 )
 from versions.services.tokens import find_agent_token, revoke_agent_token
+from versions.terms import (
+    MANAGE,
+    MEMBER_ADDED,
+    MEMBER_REMOVED,
+    MEMBER_ROLE_CHANGED,
+)
 
 USER_OR_GROUP = "Give a user or a group (one of them, not both)."
 

@@ -15,16 +15,21 @@ from versions import selectors
 from versions.errors import Conflict, InvalidInput, NotFound
 from versions.messages import NAME_HAS_CONTROL, NAME_NOT_TEXT, NAME_TOO_LONG
 from versions.models import App, ChangeSet, ReleaseMark, RestorePoint
-from versions.services.access import NAME, Actor
+from versions.services.access import (
+    Actor,
+)
 from versions.services.audit import (
-    POINT_NAMED,
-    RELEASE_MARKED,
-    RELEASE_UNMARKED,
-    SET_NAMED,
     Command,
     record,
 )
 from versions.services.retention import refresh_pins
+from versions.terms import (
+    NAME,
+    POINT_NAMED,
+    RELEASE_MARKED,
+    RELEASE_UNMARKED,
+    SET_NAMED,
+)
 
 POINT_NOT_FOUND = "There is no restore point “{id}”."
 SET_NOT_FOUND = "There is no change set “{id}”."

@@ -16,7 +16,12 @@ from django.db import transaction
 from versions.errors import InvalidInput
 from versions.messages import BAD_VIEWED_KEY, NO_PERSON, UNKNOWN_LAYOUT
 from versions.models import App, ReadingPreference, ViewedMark
-from versions.services.access import VIEW, Actor
+from versions.services.access import (
+    Actor,
+)
+from versions.terms import (
+    VIEW,
+)
 
 # The marks each person keeps; beyond it, the oldest are forgotten.
 VIEWED_KEPT = ViewedMark.VIEWED_KEPT

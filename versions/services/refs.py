@@ -35,11 +35,15 @@ from versions.models import (
     DeploymentEntry,
     RestorePoint,
 )
-from versions.services.access import VIEW, Actor
+from versions.services.access import (
+    Actor,
+)
 from versions.services.capture import resolve_app
-
-DRAFT = "draft"
-PRODUCTION = "production"
+from versions.terms import (
+    DRAFT,
+    PRODUCTION,
+    VIEW,
+)
 
 REF_MALFORMED = (
     "“{ref}” does not name a state of an app: use draft, production, a deployment id "

@@ -12,12 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from versions import selectors
+from versions import selectors, terms
 from versions.errors import NotFound
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
-from versions.services import audit, engine
-from versions.services.access import RESTORE as MAY_RESTORE
+from versions.services import engine
 from versions.services.access import Actor, app_for
 from versions.services.engine import (
     Locker,
@@ -28,6 +27,9 @@ from versions.services.engine import (
     target_for_point,
 )
 from versions.services.receipts import RestoreReceipt
+from versions.terms import (
+    RESTORE as MAY_RESTORE,
+)
 
 SCOPE = "since_release"
 
@@ -74,7 +76,7 @@ class ReleasePlan:
     noop_message: str = engine.NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
-    audit_action: str = audit.RESTORED_TO_RELEASE
+    audit_action: str = terms.RESTORED_TO_RELEASE
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:

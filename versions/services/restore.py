@@ -15,12 +15,11 @@ from typing import Any
 
 from django.db import connection
 
-from versions import conf
+from versions import conf, terms
 from versions.errors import InvalidInput, NotFound
 from versions.messages import NOOP_POINT_MESSAGE, POINT_NOT_FOUND, SET_NOT_FOUND
 from versions.models import App, RestorePoint
-from versions.services import _restore_sql, audit, engine
-from versions.services.access import RESTORE as MAY_RESTORE
+from versions.services import _restore_sql, engine
 from versions.services.access import Actor
 from versions.services.engine import (
     EXPECTED_BAD_VALUE,
@@ -38,6 +37,9 @@ from versions.services.engine import (
     refused_target,
 )
 from versions.services.receipts import RestoreReceipt
+from versions.terms import (
+    RESTORE as MAY_RESTORE,
+)
 
 __all__ = [
     "NOOP_MESSAGE",
@@ -107,7 +109,7 @@ class SetPlan:
     noop_message: str = NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
-    audit_action: str = audit.RESTORED
+    audit_action: str = terms.RESTORED
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
@@ -149,7 +151,7 @@ class PointPlan:
     noop_message: str = NOOP_POINT_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
-    audit_action: str = audit.RESTORED
+    audit_action: str = terms.RESTORED
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pygit2
 
-from versions import conf
+from versions import conf, terms
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound
 from versions.messages import (
@@ -40,9 +40,8 @@ from versions.messages import (
     REVERT_SET_NOT_FOUND,
 )
 from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
-from versions.services import audit, engine
+from versions.services import engine
 from versions.services._store import sha256_hex
-from versions.services.access import RESTORE as MAY_RESTORE
 from versions.services.access import Actor
 from versions.services.engine import (
     LiveArtifact,
@@ -55,6 +54,9 @@ from versions.services.engine import (
     refused_target,
 )
 from versions.services.receipts import RestoreReceipt
+from versions.terms import (
+    RESTORE as MAY_RESTORE,
+)
 
 BEFORE = "before"
 AFTER = "right after"
@@ -271,7 +273,7 @@ class RevertPlan:
     noop_message: str = REVERT_NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
-    audit_action: str = audit.REVERTED
+    audit_action: str = terms.REVERTED
     audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:

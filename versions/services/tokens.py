@@ -22,13 +22,18 @@ from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.messages import NOT_OWNER
 from versions.models import AgentToken, App, AppMembership
 from versions.services.audit import (
-    TOKEN_CREATED,
-    TOKEN_EXPIRED_USED,
     Command,
     ExpiredToken,
     record,
 )
-from versions.services.audit import TOKEN_REVOKED as REVOKED
+from versions.terms import (
+    DEFAULT_EXPIRY_DAYS,
+    TOKEN_CREATED,
+    TOKEN_EXPIRED_USED,
+)
+from versions.terms import (
+    TOKEN_REVOKED as REVOKED,
+)
 
 TOKEN_PREFIX = "vt_"
 RESTORE_PERMISSION = "versions.restore_changeset"
@@ -39,7 +44,6 @@ _TOUCH_EVERY = timedelta(minutes=1)
 USER_NOT_FOUND = "There is no user “{username}”."
 USER_INACTIVE = "User “{username}” is inactive; an inactive user cannot hold a token."
 NO_APPS = "A token needs at least one app: pass --app <slug>."
-DEFAULT_EXPIRY_DAYS = 90
 MAX_EXPIRY_DAYS = 3650
 BAD_EXPIRY = "A token expires in 1 to {most} days (got {days})."
 TOKEN_NOT_FOUND = "There is no agent token “{ref}”: give its id or its prefix (list_agent_tokens)."

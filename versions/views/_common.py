@@ -25,6 +25,9 @@ from versions import services
 from versions.errors import Forbidden, NotFound
 from versions.models import App
 from versions.request_meta import request_meta
+from versions.terms import (
+    VIEW,
+)
 
 
 def actor_of(request: HttpRequest) -> services.Actor:
@@ -48,7 +51,7 @@ def forbidden(
     """A 403 in words: a page, or for htmx the ``X-Versions-Error`` header the panel shows in
     place (the page stays as it was). ``back``: where the page's link leads (default: the apps,
     when the person may view them)."""
-    if back is None and actor_of(request).may(services.VIEW):
+    if back is None and actor_of(request).may(VIEW):
         back = "/"
     context = {"message": message, "title": title, "back": back}
     html = render_to_string("versions/forbidden.html", context, request=request)

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
-from versions import selectors, services
+from versions import selectors, services, terms
 from versions.models import App
 from versions.views._common import actor_of, panel_view, perms, render_tab
 
@@ -28,12 +28,10 @@ def _context(request: HttpRequest, app: App | None) -> dict[str, Any]:
         "app": app,
         "tab": "activity",
         "page": page,
-        "events": [
-            (event, services.ACTION_LABELS.get(event.action, event.action)) for event in page
-        ],
+        "events": [(event, terms.ACTION_LABELS.get(event.action, event.action)) for event in page],
         "action": action,
         "person": person,
-        "actions": [(name, services.ACTION_LABELS.get(name, name)) for name in actions],
+        "actions": [(name, terms.ACTION_LABELS.get(name, name)) for name in actions],
         "people": people,
         "query": urlencode(filters),
         **(perms(request, app) if app is not None else {}),

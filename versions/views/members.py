@@ -15,6 +15,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from versions import messages, selectors, services
 from versions.errors import InvalidInput, NotFound
 from versions.models import App, AppMembership
+from versions.terms import (
+    MANAGE,
+)
 from versions.views._common import actor_of, is_fragment, panel_view, perms, render_tab
 
 ADDED = "{whom} is now {role} of this app."
@@ -23,7 +26,7 @@ REMOVED = "{whom} was removed from this app."
 
 
 def _manageable(request: HttpRequest, slug: str) -> App:
-    return services.app_for(slug, actor=actor_of(request), action=services.MANAGE)
+    return services.app_for(slug, actor=actor_of(request), action=MANAGE)
 
 
 def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:

@@ -16,6 +16,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 from versions import selectors, services
 from versions.errors import InvalidInput, NotFound, PreflightFailed
 from versions.models import App
+from versions.terms import (
+    DRAFT,
+    PRODUCTION,
+    PROMOTE,
+)
 from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms, render_tab
 from versions.views.restoring import parse_expected
 
@@ -29,8 +34,8 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
         "app": app,
         "tab": "production",
         "overview": overview,
-        "preview_production": services.preview_url(app, services.PRODUCTION),
-        "preview_draft": services.preview_url(app, services.DRAFT),
+        "preview_production": services.preview_url(app, PRODUCTION),
+        "preview_draft": services.preview_url(app, DRAFT),
         **perms(request, app),
         **extra,
     }
@@ -77,7 +82,7 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     promotion, with the hashes the person reviewed."""
     app = app_of(request, slug)
     params = request.POST if request.method == "POST" else request.GET
-    ref = params.get("ref") or services.DRAFT
+    ref = params.get("ref") or DRAFT
     expected = parse_expected(params.getlist("expected"))
     note = params.get("note", "")
     actor = actor_of(request)
@@ -133,7 +138,7 @@ def rollback(request: HttpRequest, slug: str, deployment_id: str) -> HttpRespons
         if not is_fragment(request) and data.get("kind") != "error":
             return redirect(reverse("versions:production", args=[app.slug]))
         return _body(request, app, receipt=data, status=200 if data.get("kind") != "error" else 409)
-    services.app_for(app, actor=actor, action=services.PROMOTE)  # the dialog is for promoters
+    services.app_for(app, actor=actor, action=PROMOTE)  # the dialog is for promoters
     ctx = {
         "app": app,
         "title": ROLLBACK_TITLE,

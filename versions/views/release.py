@@ -22,6 +22,9 @@ from versions import selectors, services
 from versions.errors import Conflict
 from versions.models import App
 from versions.selectors import ArtifactChange
+from versions.terms import (
+    RELEASE,
+)
 from versions.views._common import app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import DiffView, build_diff
 from versions.views.restoring import Flow, restore_flow
@@ -98,7 +101,7 @@ def restore_to_release(request: HttpRequest, slug: str) -> HttpResponse:
     """GET: the confirmation dialog (a dry run). POST: Confirm restore."""
     app = app_of(request, slug)
     flow = Flow(
-        kind=services.RELEASE,
+        kind=RELEASE,
         app=app,
         ident=None,
         title=TITLE,

@@ -25,6 +25,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 from versions import selectors, services
 from versions.errors import InvalidInput, PreflightFailed
 from versions.models import App, ChangeSet
+from versions.terms import (
+    POINT,
+    REVERT,
+    SET,
+)
 from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 from versions.views.pages import expanded_set_context, point_context, receipt_page_context
 
@@ -114,7 +119,7 @@ def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
         "app": flow.app,
         "title": flow.title,
         # Revert's dialog speaks of Revert only: no word of Restore all's later-work warning.
-        "is_revert": flow.kind == services.REVERT,
+        "is_revert": flow.kind == REVERT,
         "data": data,
         "carry": [(k, expected.get(k, now.get(k, ""))) for k in keys],
         "ret": flow.ret,
@@ -142,7 +147,7 @@ def _set_flow(request: HttpRequest, slug: str, set_id: str, *, kind: str) -> Htt
     cs = selectors.change_set_row(app, set_id)
     params = request.POST if request.method == "POST" else request.GET
     ret = _return_to(params.get("ret"), f"set:{cs.id}")
-    if kind == services.REVERT:
+    if kind == REVERT:
         title, url_name = "Revert this set", "versions:revert_change_set"
     else:
         title = "Undo this restore" if cs.kind == ChangeSet.RESTORE else "Restore all"
@@ -166,7 +171,7 @@ def _set_flow(request: HttpRequest, slug: str, set_id: str, *, kind: str) -> Htt
 @panel_view
 def restore_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """Restore all of a set (Undo this restore for a restore set): dialog, then confirm."""
-    return _set_flow(request, slug, set_id, kind=services.SET)
+    return _set_flow(request, slug, set_id, kind=SET)
 
 
 @require_http_methods(["GET", "POST"])
@@ -174,7 +179,7 @@ def restore_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResp
 def revert_change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """Revert this set (docs/architecture.md#revert): take back what the set did, keep later
     work."""
-    return _set_flow(request, slug, set_id, kind=services.REVERT)
+    return _set_flow(request, slug, set_id, kind=REVERT)
 
 
 @require_http_methods(["GET", "POST"])
@@ -186,7 +191,7 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
     params = request.POST if request.method == "POST" else request.GET
     ret = _return_to(params.get("ret"), f"point:{point.id}")
     flow = Flow(
-        kind=services.POINT,
+        kind=POINT,
         app=app,
         ident=point.id,
         title="Restore",

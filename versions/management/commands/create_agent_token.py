@@ -9,8 +9,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from versions.errors import VersionsError
 from versions.services import (
-    DEFAULT_EXPIRY_DAYS,
     create_agent_token,
+)
+from versions.terms import (
+    DEFAULT_EXPIRY_DAYS,
 )
 
 
