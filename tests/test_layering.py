@@ -14,7 +14,7 @@ who writes.
 - no import loop among the modules of ``versions`` (imports anywhere in a module, lazy ones in
   functions included: a lazy import is a loop hidden, not removed).
 
-``python tests/test_layering.py`` prints the module graph's loops, if any (README, "How it works").
+``python tests/test_layering.py`` prints the module graph's loops, if any (docs/architecture.md#layers).
 """
 
 from __future__ import annotations
@@ -377,7 +377,7 @@ def presentation_imports(sources: dict[str, Path]) -> dict[str, list[str]]:
 
 def test_the_lower_layers_never_import_presentation_code():
     # A byte size in words (kb) lives in versions/formatting.py, which the template filter
-    # wraps: the workspace review and the services call it without the template tags.
+    # wraps: the workspace log sets and the services call it without the template tags.
     assert presentation_imports(_sources(PACKAGE)) == {}
 
 

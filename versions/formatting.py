@@ -1,7 +1,7 @@
 """Plain words for numbers, shared by every layer: no template, view or request here.
 
 The panel's template filters wrap these (``versions.templatetags.versions_panel``); the services,
-the workspace review and the views call them directly, so no lower layer imports presentation
+the workspace log sets and the views call them directly, so no lower layer imports presentation
 code.
 """
 

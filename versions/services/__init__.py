@@ -3,7 +3,13 @@
 Views, the agent API, the MCP server, the admin and the management commands build an
 :class:`Actor` (who acts, and what it may do) and call these functions, which check access
 themselves (``Forbidden`` / ``NotFound`` in words) and translate nothing into HTTP. Nothing
-outside this package imports a module inside it: everything a caller needs is re-exported here.
+outside this package imports a module inside it: the verbs and types a caller needs are
+re-exported here; the words it shows are in :mod:`versions.messages`, the names of actions,
+roles, flows and refs in :mod:`versions.terms`.
+
+- ``engine`` — the one executor every plan runs on, and its pre-flight rules
+  (docs/architecture.md#one-engine);
+- ``receipts`` — the typed receipts and their one serializer;
 
 - ``access`` — the :class:`Actor` and the access checks;
 - ``apps`` — adding and renaming an app;

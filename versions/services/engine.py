@@ -15,7 +15,7 @@ does everything else, once, whatever the plan:
 3. writes behind counter-points, in bulk (one restore set, one batch of counter-points, one
    re-pointing statement batch), then runs :func:`after_write` in the same transaction;
 4. answers a typed receipt (:mod:`versions.services.receipts`); a refusal is kept in the app's
-   audit log after the transaction rolled back.
+   audit trail after the transaction rolled back.
 
 Promote and Roll back production are plans too (:class:`MovePlan`): they say where the
 production pointer moves ("this pointer moves here", :class:`Move`). The same executor looks
@@ -534,7 +534,7 @@ def execute(plan: Plan | MovePlan, request: Request) -> Any:
     """Run ``plan``: look up once, check the actor once, then in one transaction lock once,
     pre-flight all, write all (or nothing) — artifacts behind counter-points, or the
     production pointer. Raises ``NotFound``, ``Forbidden`` or ``PreflightFailed`` (nothing
-    written; kept in the app's audit log)."""
+    written; kept in the audit trail)."""
     subject, missing = plan.lookup(request)
     app = subject.app
     if request.addressed is not None and request.addressed.pk != app.pk:

@@ -1,5 +1,5 @@
 """People's access per app (docs/architecture.md#access): adding a user or a group with a role,
-changing the role, removing them — for the app's owners, every change in the app's audit log.
+changing the role, removing them — for the app's owners, every change in the audit trail.
 
 An app always keeps an owner: removing or demoting its last owner is refused in words (a
 superuser can always manage it too).
