@@ -7,18 +7,15 @@ from django.contrib.auth.models import Permission, User
 
 from versions import messages, services
 from versions.errors import Forbidden, NotFound, Unauthenticated
-from versions.models import App
-from versions.services.access import (
+from versions.messages import (
     NEEDS,
-    ROLE_FOR,
 )
-from versions.services.tokens import (
-    revoke_token,
-)
+from versions.models import App
 from versions.terms import (
     NAME,
     PROMOTE,
     RESTORE,
+    ROLE_FOR,
     VIEW,
     WRITE,
 )
@@ -90,7 +87,7 @@ def test_a_token_acts_only_on_its_apps_and_restores_only_with_its_users_permissi
 
 def test_a_revoked_or_unknown_token_is_refused_in_words(app):
     token, row = services.create_agent_token(_user("agent").username, ["quotes"])
-    revoke_token(row)
+    services.revoke_app_token(str(row.pk))
     for candidate in (token, "vt_nope", None):
         with pytest.raises(Unauthenticated) as refused:
             services.authenticate_token(candidate)

@@ -13,14 +13,12 @@ from django.contrib.auth.models import Group, Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, NotFound
 from versions.models import App, AppMembership, AuditEvent, ChangeSet, RestorePoint
-from versions.services.access import (
-    PERMISSIONS,
-    ROLE_FOR,
-)
 from versions.terms import (
     MANAGE,
     NAME,
+    PERMISSIONS,
     RESTORE,
+    ROLE_FOR,
     VIEW,
 )
 

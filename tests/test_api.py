@@ -11,9 +11,6 @@ from django.test import override_settings
 
 from versions import services
 from versions.models import App, Artifact, ChangeSet, RestorePoint
-from versions.services.tokens import (
-    revoke_token,
-)
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +59,7 @@ def test_revoked_token_answers_401(app, owner):
     from versions.models import AgentToken
 
     token = make_token("rvaid", "quotes")
-    revoke_token(AgentToken.objects.get())
+    services.revoke_app_token(str(AgentToken.objects.get().pk))
     assert ApiClient(token).get("/apps/quotes/artifacts").status_code == 401
 
 

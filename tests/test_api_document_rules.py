@@ -18,10 +18,7 @@ from versions import services
 from versions.api import schemas
 from versions.errors import InvalidInput
 from versions.models import COLLECTIONS, Artifact
-from versions.services.validation import (
-    validate_message,
-    validate_optional_id,
-)
+from versions.services import validate_message, validate_optional_id
 
 pytestmark = pytest.mark.django_db
 

@@ -26,16 +26,13 @@ from versions.models import (
 )
 from versions.services import (
     delete_artifact,
+    event_receipt,
     name_point,
     production_notice,
     promote,
     restore_change_set,
     rollback_production,
     write_artifact,
-)
-from versions.services.deployments import (
-    deployment_history,
-    event_receipt,
 )
 
 NOOP = {"kind": "noop", "message": "Production already serves this state — nothing was promoted."}
@@ -111,7 +108,7 @@ def test_the_first_promotion_stores_a_deployment_and_points_production_at_it(sit
         "first release",
         "draft",
     )
-    [event] = deployment_history(site)
+    [event] = _history(site)
     assert (event.kind, event.from_deployment_id, event.to_deployment_id, event.by) == (
         "promotion",
         None,
@@ -206,7 +203,7 @@ def test_rollback_points_production_at_the_deployment_before_and_touches_no_arti
     }
     assert production(site) == first
     assert list(Artifact.objects.filter(app=site).values()) == artifacts
-    event = deployment_history(site)[0]
+    event = _history(site)[0]
     assert (event.kind, event.from_deployment_id, event.to_deployment_id, event.note) == (
         "rollback",
         second,
@@ -517,7 +514,7 @@ def test_every_move_in_the_history_keeps_its_receipt(site):
     receipts.append(rollback_production(site, by="lee", note="back").as_dict())
     receipts.append(rollback_production(site, by="lee", to=receipts[1]["deploymentId"]).as_dict())
     receipts.append(rollback_production(site, by="lee", to=receipts[0]["deploymentId"]).as_dict())
-    history = [event_receipt(event) for event in reversed(deployment_history(site))]
+    history = [event_receipt(event) for event in reversed(_history(site))]
     assert history == receipts
     # Each rollback lists the one change, the right way round.
     index_shas = [c["to"] for c in receipts[1]["changed"]]
@@ -546,3 +543,8 @@ def test_a_restore_of_an_app_with_production_says_it_changed_the_draft_only(site
     assert production_notice(site) == ""
     first = promote(site, by="rvaid").deployment_id
     assert production_notice(site) == (f"Production still serves {first}; promote to ship this.")
+
+
+def _history(app):
+    """Every promotion and rollback of the app's production, newest first."""
+    return list(DeploymentEvent.objects.filter(app=app).order_by("-on", "-id"))

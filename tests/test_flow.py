@@ -8,12 +8,10 @@ from django.contrib.auth.models import Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound, PreflightFailed
 from versions.models import App, Artifact
-from versions.services.release import (
-    SCOPE,
-)
 from versions.terms import (
     POINT,
     RELEASE,
+    SCOPE,
     SET,
 )
 

@@ -389,6 +389,16 @@ def _reexported() -> set[str]:
     return set(versions.services.__all__)
 
 
+def test_the_services_facade_exports_few_names_and_each_one_exists():
+    # The verbs and types callers need; messages live in versions/messages.py and the names of
+    # actions, roles, flows and refs in versions/terms.py (docs/architecture.md#layers).
+    import versions.services
+
+    names = _reexported()
+    assert len(names) <= 60, sorted(names)
+    assert [n for n in names if not hasattr(versions.services, n)] == []
+
+
 def test_selectors_never_import_services():
     for name, path in _sources(PACKAGE / "selectors").items():
         assert not {m for m in _imports(path) if m.startswith("versions.services")}, name

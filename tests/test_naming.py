@@ -7,13 +7,13 @@ from django.contrib.auth.models import Permission, User
 
 from versions import messages, services
 from versions.errors import Forbidden, InvalidInput, NotFound
-from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
-from versions.services.access import (
+from versions.messages import (
     NEEDS,
-    ROLE_FOR,
 )
+from versions.models import App, AuditEvent, ChangeSet, ReleaseMark, RestorePoint
 from versions.terms import (
     NAME,
+    ROLE_FOR,
 )
 
 

@@ -12,6 +12,9 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from versions.errors import Conflict, InvalidInput, PreflightFailed
+from versions.messages import (
+    NOOP_MESSAGE,
+)
 from versions.models import (
     API_ROUTE,
     FRONTEND_MODULE,
@@ -48,11 +51,8 @@ from versions.services import (
     unmark_release,
     write_artifact,
 )
-from versions.services.release import (
+from versions.terms import (
     SCOPE,
-)
-from versions.services.restore import (
-    NOOP_MESSAGE,
 )
 
 Key = tuple[str, str]

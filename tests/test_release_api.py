@@ -7,11 +7,11 @@ import pytest
 from api_helpers import ApiClient, make_token, make_user
 
 from versions import services
-from versions.models import App, Artifact, ChangeSet, RestorePoint
-from versions.selectors import NO_RELEASE
-from versions.services.restore import (
+from versions.messages import (
     NOOP_MESSAGE,
 )
+from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.selectors import NO_RELEASE
 
 pytestmark = pytest.mark.django_db
 

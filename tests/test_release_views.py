@@ -10,11 +10,11 @@ from django.test import Client
 from django.urls import reverse
 
 from versions import services
-from versions.models import App, Artifact, ChangeSet, RestorePoint
-from versions.selectors import NO_RELEASE
-from versions.services.restore import (
+from versions.messages import (
     NOOP_MESSAGE,
 )
+from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.selectors import NO_RELEASE
 from versions.views.release import ADDED_SINCE, REMOVED_SINCE
 
 XSS = "</textarea><script>alert(1)</script><img src=x onerror=alert(2)>"

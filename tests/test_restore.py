@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from versions.errors import InvalidInput, NotFound, PreflightFailed
 from versions.messages import (
+    NOOP_MESSAGE,
     NOOP_POINT_MESSAGE,
 )
 from versions.models import (
@@ -29,9 +30,6 @@ from versions.services import (
     restore_change_set,
     restore_point,
     write_artifact,
-)
-from versions.services.restore import (
-    NOOP_MESSAGE,
 )
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

@@ -3,6 +3,7 @@ nothing written."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -22,9 +23,6 @@ from versions.models import (
 from versions.services import (
     restore_change_set,
     write_artifact,
-)
-from versions.services._store import (
-    sha256_hex,
 )
 
 
@@ -100,13 +98,16 @@ def test_a_pruned_point_is_a_finding_and_nothing_is_written(app, settings):
     assert state(app) == before
 
 
-def test_an_artifact_that_is_gone_is_a_finding_and_nothing_is_written(app):
+def test_an_artifact_that_is_gone_is_a_finding_and_nothing_is_written(app, monkeypatch):
     write(app, PAGE, "index", "v1\n", run_id="setup")
     write(app, PAGE, "about", "v1\n", run_id="setup")
     set_id = write(app, PAGE, "index", "v2\n", run_id="turn").change_set_id
     write(app, PAGE, "about", "v2\n", run_id="turn")
     # The product never deletes an artifact row; simulate an operator removing one by hand
-    # (foreign keys are checked at commit, so the row is put back before the test ends).
+    # (foreign keys are checked at commit, so the row is put back before the test ends; the
+    # audit trail's early check of deferred keys would see the hole this makes, which no real
+    # transaction can leave, so it is skipped here).
+    monkeypatch.setattr("versions.models._check_deferred_constraints", lambda: None)
     gone = Artifact.objects.get(name="about")
     table = Artifact._meta.db_table
     with connection.cursor() as cursor:
@@ -150,7 +151,7 @@ def test_a_route_spec_the_route_save_path_refuses_is_a_finding(app):
     write(app, PAGE, "index", "v2\n", run_id="turn")
     # A spec stored before the route rules tightened (the save path no longer accepts it).
     bad = '{"method": "TRACE", "path": "/legacy"}'
-    sha = sha256_hex(bad.encode())
+    sha = hashlib.sha256(bad.encode()).hexdigest()
     Blob.objects.create(sha256=sha, data=bad.encode(), size=len(bad), chars=len(bad))
     RestorePoint.objects.filter(change_set_id=set_id, artifact__name="legacy").update(
         previous_blob_id=sha, previous_sha256=sha

@@ -7,6 +7,7 @@ import pytest
 from thread_helpers import run_in_threads
 
 from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.merging import merge_texts
 from versions.messages import (
     REVERT_CHANGED_DELETED,
     REVERT_CONFLICT,
@@ -26,9 +27,6 @@ from versions.services import (
     restore_point,
     revert_change_set,
     write_artifact,
-)
-from versions.services.revert import (
-    merge_texts,
 )
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))

@@ -9,13 +9,12 @@ import pytest
 from api_helpers import ApiClient, make_user
 from django.core.management import CommandError, call_command
 
+from versions import services
 from versions.models import AgentToken, App
 from versions.services import (
     verify_token,
 )
-from versions.services.tokens import (
-    token_can_restore,
-)
+from versions.terms import RESTORE
 
 pytestmark = pytest.mark.django_db
 
@@ -78,8 +77,8 @@ def test_restore_permission_follows_the_user(app):
     viewer = verify_token(run_command("viewer", "--app", "quotes")[-1])
     restorer = verify_token(run_command("restorer", "--app", "quotes")[-1])
     assert viewer is not None and restorer is not None
-    assert not token_can_restore(viewer)
-    assert token_can_restore(restorer)
+    assert not services.actor_for_token(viewer).may(RESTORE, app)
+    assert services.actor_for_token(restorer).may(RESTORE, app)
 
 
 @pytest.mark.parametrize("junk", ["", "x", "vt_" + "a" * 600, "bad\x00token"])

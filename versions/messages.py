@@ -1,6 +1,8 @@
 """The words Versions says: every message a person or an agent reads when something is
 refused or needs saying, in one place so that doors, services and tests share them."""
 
+from versions.terms import MANAGE, NAME, PROMOTE, RESTORE, VIEW, WRITE
+
 # access
 NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
 OUT_OF_SCOPE = "This token is not allowed to act on app “{slug}”."
@@ -153,3 +155,26 @@ MESSAGE_HAS_CONTROL = (
     "The message cannot contain control characters other than newline and tab (found {char} "
     "at {pos}). Nothing was written."
 )
+
+# access
+# What an actor lacking an action is told; {who} names the person or the token's user.
+NEEDS = {
+    WRITE: "{who} may not write to app “{slug}”; nothing was written.",
+    VIEW: "{who} may not view app “{slug}”. Ask an admin for the view permission.",
+    NAME: (
+        "{who} may not name change sets or mark releases of app “{slug}”. "
+        "Ask an admin for that permission; nothing was changed."
+    ),
+    RESTORE: (
+        "{who} may not restore app “{slug}”. "
+        "Ask an admin for the restore permission; nothing was written."
+    ),
+    PROMOTE: (
+        "{who} may not promote or roll back production of app “{slug}”. "
+        "Ask an admin for the promote permission; nothing was changed."
+    ),
+    MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
+}
+
+# engine
+NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."

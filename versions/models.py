@@ -649,8 +649,7 @@ def _check_deferred_constraints() -> None:
     them."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE; SET CONSTRAINTS ALL DEFERRED")
 
 
 class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
@@ -895,6 +894,14 @@ class AppMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user or self.group} {self.role} of {self.app}"
+
+    @property
+    def whom(self) -> str:
+        """``user “alice”`` or ``group “marketing”``."""
+        if self.user is not None:
+            return f"user “{self.user.get_username()}”"
+        assert self.group is not None  # a membership is a user's or a group's
+        return f"group “{self.group.name}”"
 
 
 class Deployment(models.Model):

@@ -2,6 +2,8 @@
 app's states and to the actions of the audit trail: shared by the services and the doors
 (views, API, MCP, commands), which read them here rather than through the services."""
 
+from versions.models import AppMembership
+
 # access
 VIEW = "view"
 NAME = "name"
@@ -77,3 +79,23 @@ ACTION_LABELS = {
     PREFLIGHT_FAILED: "Restore refused",
     PROMOTION_REFUSED: "Promotion refused",
 }
+
+# The least role that allows each action, to name it in a refusal.
+ROLE_FOR = {
+    action: role
+    for role, action in zip(
+        AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True
+    )
+}
+
+# The global Django permissions of docs/architecture.md#access (and
+# docs/architecture.md#environments): each means "this action on every app".
+PERMISSIONS = {
+    VIEW: "versions.view_changeset",
+    NAME: "versions.change_changeset",
+    RESTORE: "versions.restore_changeset",
+    PROMOTE: "versions.promote_deployment",
+}
+
+# release
+SCOPE = "since_release"

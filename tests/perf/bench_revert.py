@@ -23,9 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from versions.services.revert import (
-    merge_texts,
-)
+from versions.merging import merge_texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import setup_django  # noqa: E402

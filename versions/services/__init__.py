@@ -68,6 +68,7 @@ from versions.services.capture import (
 )
 from versions.services.deployments import (
     PromotionReceipt,
+    event_receipt,
     production_notice,
     promote,
     rollback_production,
@@ -80,7 +81,6 @@ from versions.services.members import (
     change_role,
     remove_member,
     revoke_app_token,
-    whom,
 )
 from versions.services.naming import (
     mark_release,
@@ -120,16 +120,20 @@ from versions.services.routes import (
 from versions.services.tokens import (
     create_agent_token,
     list_agent_tokens,
-    revoke_agent_token,
     verify_token,
 )
 from versions.services.validation import (
     check_new_app_slug,
     validate_collection,
+    validate_message,
     validate_name,
+    validate_optional_id,
 )
 
 __all__ = [
+    "event_receipt",
+    "validate_message",
+    "validate_optional_id",
     "add_app",
     "rename_app",
     "revoke_app_token",
@@ -150,7 +154,6 @@ __all__ = [
     "route_sources",
     "state_entry",
     "list_agent_tokens",
-    "revoke_agent_token",
     "repack_blobs",
     "describe_change_set",
     "edit_artifact",
@@ -158,7 +161,6 @@ __all__ = [
     "add_member",
     "change_role",
     "remove_member",
-    "whom",
     "Actor",
     "RestoreReceipt",
     "read_receipt",

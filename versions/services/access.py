@@ -27,6 +27,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from versions.errors import Forbidden, NotFound, Unauthenticated, VersionsError
 from versions.messages import (
+    NEEDS,
     NEEDS_ROLE,
     NO_VIEW,
     NO_WORKSPACE_ROLLBACK,
@@ -39,22 +40,16 @@ from versions.services.tokens import verify_token
 from versions.terms import (
     MANAGE,
     NAME,
+    PERMISSIONS,
     PROMOTE,
     RESTORE,
+    ROLE_FOR,
     VIEW,
     WRITE,
 )
 
 ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
 
-# The global Django permissions of docs/architecture.md#access (and
-# docs/architecture.md#environments): each means "this action on every app".
-PERMISSIONS = {
-    VIEW: "versions.view_changeset",
-    NAME: "versions.change_changeset",
-    RESTORE: "versions.restore_changeset",
-    PROMOTE: "versions.promote_deployment",
-}
 
 # The actions of each role on its app (docs/architecture.md#access); each includes the ones before
 # it.
@@ -63,13 +58,6 @@ _granted: set[str] = set()
 for _role, _adds in zip(AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True):
     _granted.add(_adds)
     ROLE_ACTIONS[_role] = frozenset(_granted)
-# The least role that allows each action, to name it in a refusal.
-ROLE_FOR = {
-    action: role
-    for role, action in zip(
-        AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True
-    )
-}
 
 COMMAND = "command"
 USER = "user"
@@ -80,24 +68,6 @@ SET_NOT_FOUND = "There is no change set “{id}”."
 POINT_NOT_FOUND = "There is no restore point “{id}”."
 _SET_ID = re.compile(r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
 _POINT_ID = re.compile(r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
-# What an actor lacking an action is told; {who} names the person or the token's user.
-NEEDS = {
-    WRITE: "{who} may not write to app “{slug}”; nothing was written.",
-    VIEW: "{who} may not view app “{slug}”. Ask an admin for the view permission.",
-    NAME: (
-        "{who} may not name change sets or mark releases of app “{slug}”. "
-        "Ask an admin for that permission; nothing was changed."
-    ),
-    RESTORE: (
-        "{who} may not restore app “{slug}”. "
-        "Ask an admin for the restore permission; nothing was written."
-    ),
-    PROMOTE: (
-        "{who} may not promote or roll back production of app “{slug}”. "
-        "Ask an admin for the promote permission; nothing was changed."
-    ),
-    MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
-}
 
 
 class Actor:

@@ -15,13 +15,13 @@ from versions.errors import Conflict, Forbidden, InvalidInput
 from versions.messages import NO_NEW_APPS
 from versions.models import App
 from versions.services.access import (
-    ROLE_FOR,
     Actor,
     app_for,
 )
 from versions.services.validation import check_new_app_slug
 from versions.terms import (
     MANAGE,
+    ROLE_FOR,
 )
 
 SLUG_INVALID = "An app's slug is 1 to 50 lowercase letters, digits and hyphens (got “{slug}”)."

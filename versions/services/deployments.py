@@ -379,13 +379,3 @@ def production_notice(app: App | str) -> str:
     changed the draft and production still serves its deployment ("" without production)."""
     current = states.production_id(resolve_app(app))
     return PRODUCTION_STILL_SERVES.format(deployment=current) if current else ""
-
-
-def deployments(app: App | str) -> list[Deployment]:
-    """The app's deployments, newest first."""
-    return list(Deployment.objects.filter(app=resolve_app(app)).order_by("-created_on", "-id"))
-
-
-def deployment_history(app: App | str) -> list[DeploymentEvent]:
-    """Every promotion and rollback of the app's production, newest first."""
-    return list(DeploymentEvent.objects.filter(app=resolve_app(app)).order_by("-on", "-id"))

@@ -85,7 +85,6 @@ from versions.terms import (
     RESTORE,
 )
 
-NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
 PREFLIGHT_FAILED = "Nothing was written: the pre-flight check found {count} problem{s}. {details}"
 RESTORED = "Restored {written} artifact{s} from {source}; {skipped} already matched."
 DRY_RUN = "A restore would write {written} artifact{s}; {skipped} already match."

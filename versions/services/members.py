@@ -45,14 +45,6 @@ REMOVED = MEMBER_REMOVED
 NO_TOKEN_APPS = "{who} may not revoke token {id}: it names no app, so only a superuser may."
 
 
-def whom(membership: AppMembership) -> str:
-    """``user “alice”`` or ``group “marketing”``."""
-    if membership.user is not None:
-        return f"user “{membership.user.get_username()}”"
-    assert membership.group is not None  # a membership is a user's or a group's
-    return f"group “{membership.group.name}”"
-
-
 def _role(role: object) -> str:
     if role not in AppMembership.ROLES:
         roles = ", ".join(AppMembership.ROLES)
@@ -76,7 +68,7 @@ def _audit(
         actor=actor if actor is not None else Command(by or "command"),
         app=app,
         targets=[f"{kind}:{member.pk if member is not None else ''}"],
-        details={"whom": whom(membership), **details},
+        details={"whom": membership.whom, **details},
     )
 
 
@@ -88,7 +80,7 @@ def _keeps_an_owner(app: App, leaving: AppMembership) -> None:
     """Refuse a change that would leave ``app`` with no owner (``leaving`` stops being one)."""
     owners = AppMembership.objects.select_for_update().filter(app=app, role=AppMembership.OWNER)
     if leaving.role == AppMembership.OWNER and not owners.exclude(pk=leaving.pk).exists():
-        raise InvalidInput(LAST_OWNER.format(whom=whom(leaving), slug=app.slug), field="role")
+        raise InvalidInput(LAST_OWNER.format(whom=leaving.whom, slug=app.slug), field="role")
 
 
 def add_member(
@@ -120,7 +112,7 @@ def add_member(
             membership = AppMembership(app=app_obj, group=found, role=role)
         if existing is not None:
             raise InvalidInput(
-                ALREADY_MEMBER.format(whom=whom(existing), slug=app_obj.slug, role=existing.role),
+                ALREADY_MEMBER.format(whom=existing.whom, slug=app_obj.slug, role=existing.role),
                 field="user",
             )
         membership.created_by = _by(by, actor)

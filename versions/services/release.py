@@ -14,6 +14,7 @@ from typing import Any
 
 from versions import selectors, terms
 from versions.errors import NotFound
+from versions.messages import NOOP_MESSAGE
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
 from versions.services import engine
@@ -30,8 +31,7 @@ from versions.services.receipts import RestoreReceipt
 from versions.terms import (
     RESTORE as MAY_RESTORE,
 )
-
-SCOPE = "since_release"
+from versions.terms import SCOPE
 
 
 def restore_target(state: ArtifactState) -> RestoreTarget:
@@ -73,7 +73,7 @@ class ReleasePlan:
     app: App | str
     scope: str | None = SCOPE
     reverts: bool = False
-    noop_message: str = engine.NOOP_MESSAGE
+    noop_message: str = NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = MAY_RESTORE
     audit_action: str = terms.RESTORED_TO_RELEASE

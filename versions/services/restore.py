@@ -17,7 +17,12 @@ from django.db import connection
 
 from versions import conf, terms
 from versions.errors import InvalidInput, NotFound
-from versions.messages import NOOP_POINT_MESSAGE, POINT_NOT_FOUND, SET_NOT_FOUND
+from versions.messages import (
+    NOOP_MESSAGE,
+    NOOP_POINT_MESSAGE,
+    POINT_NOT_FOUND,
+    SET_NOT_FOUND,
+)
 from versions.models import App, RestorePoint
 from versions.services import _restore_sql, engine
 from versions.services.access import Actor
@@ -25,7 +30,6 @@ from versions.services.engine import (
     EXPECTED_BAD_VALUE,
     FINDING_NOT_STORED,
     FINDING_PRUNED,
-    NOOP_MESSAGE,
     Locker,
     Request,
     RestoreTarget,

@@ -131,14 +131,6 @@ def prune_after_restore(app: App, restore_set_id: str, restored_from: str) -> in
     return prune(app, protect=protect, counters=True)
 
 
-def over_limit(app: App) -> bool:
-    """Whether the app keeps more unpinned capture points than its retention limit: a turn
-    larger than the limit is kept whole until the next write (docs/architecture.md#retention), which
-    the panel says."""
-    keep = conf.points_per_app()
-    return _sql.count_unpinned(app.pk, keep + 1) > keep
-
-
 def settles(owed: int) -> bool:
     """Whether a pruner settles the app's debt: when the rows the app owed before it
     (counted up to the batch), with the one its pruning adds, make ``VERSIONS_SWEEP_BATCH``."""

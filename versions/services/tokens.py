@@ -184,19 +184,9 @@ def token_app_slugs(row: AgentToken) -> set[str]:
     return cached
 
 
-def token_can_restore(row: AgentToken) -> bool:
-    """Whether the token's user holds the restore permission."""
-    return row.user.is_active and row.user.has_perm(RESTORE_PERMISSION)
-
-
 def token_can_promote(row: AgentToken) -> bool:
     """Whether the token was made ``--can-promote`` and its user holds the promote permission."""
     return row.can_promote and row.user.is_active and row.user.has_perm(PROMOTE_PERMISSION)
-
-
-def revoke_token(row: AgentToken) -> None:
-    """Revoke a token: it authenticates nothing from now on."""
-    AgentToken.objects.filter(pk=row.pk).update(revoked=True)
 
 
 def list_agent_tokens(
@@ -242,7 +232,7 @@ def revoke_agent_token(ref: str, *, actor: Any = None) -> tuple[AgentToken, str]
     words = {"id": row.pk, "prefix": row.prefix, "user": row.user.get_username()}
     if row.revoked:
         return row, TOKEN_ALREADY_REVOKED.format(**words)
-    revoke_token(row)
+    AgentToken.objects.filter(pk=row.pk).update(revoked=True)
     row.revoked = True
     _audit(REVOKED, row, list(row.apps.all()), actor or Command("revoke_agent_token"))
     return row, TOKEN_REVOKED.format(**words)

@@ -88,7 +88,7 @@ def add_member(request: HttpRequest, slug: str) -> HttpResponse:
         return _body(request, app, status=422, error=exc.message, form=request.POST)
     if not is_fragment(request):
         return redirect(reverse("versions:members", args=[app.slug]))
-    status = ADDED.format(whom=services.whom(membership), role=membership.role)
+    status = ADDED.format(whom=membership.whom, role=membership.role)
     return _body(request, app, status_message=status)
 
 
@@ -105,7 +105,7 @@ def change_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
         return _body(request, app, status=422, error=exc.message)
     if not is_fragment(request):
         return redirect(reverse("versions:members", args=[app.slug]))
-    status = CHANGED.format(whom=services.whom(membership), role=membership.role)
+    status = CHANGED.format(whom=membership.whom, role=membership.role)
     return _body(request, app, status_message=status)
 
 
@@ -118,7 +118,7 @@ def remove_member(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
     if membership is None:
         raise NotFound(messages.MEMBERSHIP_NOT_FOUND.format(slug=app.slug))
     if request.method == "GET":
-        ctx = {"app": app, "membership": membership, "whom": services.whom(membership)}
+        ctx = {"app": app, "membership": membership, "whom": membership.whom}
         if is_fragment(request):
             return render(request, "versions/partials/_member_remove_dialog.html", ctx)
         return render(request, "versions/member_remove_page.html", ctx)
@@ -128,4 +128,4 @@ def remove_member(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
         return _body(request, app, status=422, error=exc.message)
     if not is_fragment(request):
         return redirect(reverse("versions:members", args=[app.slug]))
-    return _body(request, app, status_message=REMOVED.format(whom=services.whom(membership)))
+    return _body(request, app, status_message=REMOVED.format(whom=membership.whom))

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from versions.errors import VersionsError
 from versions.services import (
-    revoke_agent_token,
+    revoke_app_token,
 )
 
 
@@ -20,7 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            _row, words = revoke_agent_token(options["token"])
+            _row, words = revoke_app_token(options["token"])
         except VersionsError as exc:
             raise CommandError(exc.message)
         self.stdout.write(words)
