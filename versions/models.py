@@ -9,6 +9,7 @@ and a restore only re-points.
 
 from __future__ import annotations
 
+import functools
 import threading
 import zlib
 from collections import OrderedDict
@@ -652,6 +653,43 @@ def _check_deferred_constraints() -> None:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE; SET CONSTRAINTS ALL DEFERRED")
 
 
+# The audit event's columns in the order the prepared INSERT takes them.
+_AUDIT_COLUMNS = (
+    "id",
+    "seq",
+    "app_id",
+    "actor_kind",
+    "actor_name",
+    "actor_user_id",
+    "actor_token_id",
+    "action",
+    "targets",
+    "reason",
+    "details",
+    "address",
+    "user_agent",
+    "created_on",
+    "prev_hash",
+    "hash",
+)
+
+
+@functools.cache
+def _audit_sql(vendor: str) -> dict[str, str]:
+    """Appending's three statements for ``vendor``, built once (table names quoted, every value
+    a parameter). SQLite's write transaction already excludes other writers: no row lock."""
+    qn = connection.ops.quote_name
+    head, events = qn(AuditChainHead._meta.db_table), qn(AuditEvent._meta.db_table)
+    lock = " FOR UPDATE" if vendor == "postgresql" else ""
+    columns = ", ".join(qn(c) for c in _AUDIT_COLUMNS)
+    values = ", ".join(["%s"] * len(_AUDIT_COLUMNS))
+    return {
+        "head": f"SELECT seq, hash FROM {head} WHERE id = 1{lock}",  # noqa: S608
+        "insert": f"INSERT INTO {events} ({columns}) VALUES ({values})",  # noqa: S608
+        "move_head": f"UPDATE {head} SET seq = %s, hash = %s WHERE id = 1",  # noqa: S608
+    }
+
+
 class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
     def append(
         self,
@@ -679,17 +717,22 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
             slug = None
         with transaction.atomic(savepoint=False):
             _check_deferred_constraints()
-            head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
-            if head is None:
+            statements = _audit_sql(connection.vendor)
+            with connection.cursor() as cursor:
+                cursor.execute(statements["head"])
+                head = cursor.fetchone()
+            if head is None:  # a new database (or one a test flushed): the head starts here
                 latest = self.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
                 AuditChainHead.objects.get_or_create(
                     pk=1, defaults={"seq": latest[0], "hash": latest[1]}
                 )
-                head = AuditChainHead.objects.select_for_update().get(pk=1)
+                with connection.cursor() as cursor:
+                    cursor.execute(statements["head"])
+                    head = cursor.fetchone()
             now = timezone.now()
             event = AuditEvent(
                 id=event_id(datetime_to_ms(now)),
-                seq=head.seq + 1,
+                seq=head[0] + 1,
                 app_id=app_id,
                 actor_kind=actor_kind,
                 actor_name=actor_name[:200],
@@ -702,11 +745,30 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
                 address=(address or "")[:45],
                 user_agent=(user_agent or "")[:300],
                 created_on=now,
-                prev_hash=head.hash,
+                prev_hash=head[1],
             )
             event.hash = event_hash(event.prev_hash, event.document(slug))
-            event.save(force_insert=True)
-            AuditChainHead.objects.filter(pk=1).update(seq=event.seq, hash=event.hash)
+            # The statements the ORM would run, built once: an action's own statements are few,
+            # and compiling these three cost as much as running them.
+            ops = connection.ops
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    statements["insert"],
+                    [
+                        *(getattr(event, column) for column in _AUDIT_COLUMNS[:8]),
+                        ops.adapt_json_value(event.targets, None),
+                        event.reason,
+                        ops.adapt_json_value(event.details, None),
+                        event.address,
+                        event.user_agent,
+                        ops.adapt_datetimefield_value(now),
+                        event.prev_hash,
+                        event.hash,
+                    ],
+                )
+                cursor.execute(statements["move_head"], [event.seq, event.hash])
+            event._state.adding = False
+            event._state.db = self.db
         return event
 
     def create(  # type: ignore[override]

@@ -62,6 +62,11 @@ def _sql(vendor: str) -> dict[str, str]:
             "SELECT id, app_id, collection, name, blob_id, sha256, size, deleted, route_key, "  # noqa: S608
             f"updated_on FROM {artifact} WHERE id IN ({{ids}}) ORDER BY id{lock}"
         ),
+        # A set a restore or revert acted on closes (a restore set, or one closed, stays).
+        "close_set": (
+            f"UPDATE {change_set} SET closed = %s WHERE id = %s AND app_id = %s "  # noqa: S608
+            f"AND kind = '{ChangeSet.CHANGE}' AND closed = %s"
+        ),
         "insert_set": (
             f"INSERT INTO {change_set} (id, app_id, kind, name, created_on, created_by, "  # noqa: S608
             "restored_from_id, receipt, run_id, turn_id, pruned) "
@@ -154,6 +159,14 @@ def insert_restore_set(
                 ops.adapt_json_value([], None),
             ],
         )
+
+
+def close_set(app_id: int, set_id: str) -> None:
+    """Close the change set a restore or revert just acted on (in its transaction): later
+    writes of its run or turn start a new set, so the next write of a session that reverted
+    its turn is not taken back with it by a second Restore all."""
+    with connection.cursor() as cursor:
+        cursor.execute(_q("close_set"), [True, set_id, app_id, False])
 
 
 def insert_counter_points(rows: Sequence[Sequence[Any]]) -> None:

@@ -17,7 +17,7 @@ from versions.messages import (
     ARTIFACT_NOT_FOUND,
     NAME_LOOKS_LIKE,
 )
-from versions.models import API_ROUTE, App, Artifact, ChangeSet
+from versions.models import API_ROUTE, App, Artifact
 from versions.services import _sql, retention, routes
 from versions.services._store import sha256_hex
 from versions.services.access import (
@@ -161,16 +161,6 @@ def _change_set_for(
     set_id = ids.change_set_id(point_id)
     _sql.insert_change_set(set_id, app_id, at, by, run_id, turn_id, message)
     return set_id, False
-
-
-def close_acted_on_set(app_id: int, set_id: str) -> None:
-    """Close the change set a restore or revert just acted on (in the restore's transaction):
-    later writes of its run or turn start a new set, so the next write of a session that
-    reverted its turn is not taken back with it by a second Restore all. A restore set, or a
-    set closed already, is left as it is."""
-    ChangeSet.objects.filter(pk=set_id, app_id=app_id, kind=ChangeSet.CHANGE, closed=False).update(
-        closed=True
-    )
 
 
 def _keep_first_message(set_id: str, message: str) -> None:

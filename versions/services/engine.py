@@ -55,7 +55,6 @@ from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
 from versions.services.access import APP_NOT_FOUND, Actor, principal
 from versions.services.audit import Command, record
-from versions.services.capture import close_acted_on_set
 from versions.services.receipts import (
     DRY_RUN as DRY_RUN_KIND,
 )
@@ -661,7 +660,7 @@ def after_write(app: App, subject: Subject, receipt: RestoreReceipt) -> None:
     new restore set, nor the set restored), and the set acted on closes: later writes of its
     run or turn start a new set, so a second Restore all does not take them back with it."""
     assert receipt.set_id is not None
-    close_acted_on_set(app.pk, subject.ref)
+    _restore_sql.close_set(app.pk, subject.ref)
     retention.prune_after_restore(app, receipt.set_id, subject.ref)
 
 
