@@ -10,6 +10,7 @@ import pytest
 from django.db import connections
 from fault_points import restore_engine as engine
 
+from versions.messages import NOOP_MESSAGE
 from versions.models import PAGE, App, Artifact, ChangeSet, RestorePoint
 from versions.services import (
     mark_release,
@@ -64,7 +65,7 @@ def test_two_restores_to_release_at_once_write_once(monkeypatch):
 
     assert results["first"].kind == "restore", results["first"]
     assert results["second"].kind == "noop", results["second"]
-    assert results["second"].message == engine.NOOP_MESSAGE
+    assert results["second"].message == NOOP_MESSAGE
     assert RestorePoint.objects.count() == points + 3
     assert ChangeSet.objects.filter(app=app, kind=ChangeSet.RESTORE).count() == 1
     for name in ("index", "about", "help"):

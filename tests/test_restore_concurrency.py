@@ -16,6 +16,7 @@ from fault_points import capture_engine as capture
 from fault_points import restore_engine as engine
 
 from versions.errors import PreflightFailed
+from versions.messages import NOOP_MESSAGE
 from versions.models import PAGE, STYLESHEET, App, Artifact, ChangeSet, RestorePoint
 from versions.services import (
     restore_change_set,
@@ -82,7 +83,7 @@ def test_two_restore_alls_of_one_set_at_once_write_once_and_the_other_says_noop(
 
     assert results["first"].kind == "restore", results["first"]
     assert results["second"].kind == "noop", results["second"]
-    assert results["second"].message == engine.NOOP_MESSAGE
+    assert results["second"].message == NOOP_MESSAGE
     assert RestorePoint.objects.count() == points_before + 3
     assert RestorePoint.objects.filter(kind=RestorePoint.COUNTER).count() == 3
     assert ChangeSet.objects.filter(kind=ChangeSet.RESTORE).count() == 1
