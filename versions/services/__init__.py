@@ -24,6 +24,7 @@ roles, flows and refs in :mod:`versions.terms`.
 - ``flow`` — the one restore flow every door runs (docs/architecture.md#restore-flow);
 - ``members`` — people's roles per app (docs/architecture.md#access);
 - ``naming`` — names and the release mark;
+- ``portable`` — one app's whole history to an archive and back (docs/operations.md#dump-load);
 - ``reading`` — a person's comparison layout and Viewed marks (docs/architecture.md#reviewing);
 - ``retention`` — pruning and pins;
 - ``routes`` — the route-save path (docs/architecture.md#live-app);
@@ -88,6 +89,10 @@ from versions.services.naming import (
     name_point,
     unmark_release,
 )
+from versions.services.portable import (
+    dump_app,
+    load_app,
+)
 from versions.services.reading import (
     mark_viewed,
     set_reading_layout,
@@ -130,6 +135,8 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "dump_app",
+    "load_app",
     "add_app",
     "rename_app",
     "revoke_app_token",
