@@ -326,10 +326,13 @@ def _read(path: Path) -> _Archive:
         raise InvalidInput(LOAD_NOT_ARCHIVE.format(file=name, why=exc.strerror or exc)) from None
     if not packed.startswith(b"\x28\xb5\x2f\xfd"):
         raise InvalidInput(LOAD_NOT_ARCHIVE.format(file=name, why="not a zstd frame"))
+    unpacker = zstandard.ZstdDecompressor().decompressobj()
     try:
-        text = zstandard.ZstdDecompressor().decompressobj().decompress(packed)
+        text = unpacker.decompress(packed)
     except zstandard.ZstdError as exc:
         raise InvalidInput(LOAD_DAMAGED.format(file=name, why=exc)) from None
+    if not unpacker.eof:
+        raise InvalidInput(LOAD_DAMAGED.format(file=name, why="its compressed frame ends early"))
     lines = text.split(b"\n")
     try:
         header = json.loads(lines[0])
