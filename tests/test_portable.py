@@ -20,7 +20,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
 from versions import services
 from versions.audit_chain import GENESIS

@@ -234,21 +234,12 @@ def _archive_lines(app: App) -> Iterator[tuple[str, dict[str, Any]]]:
         yield _MEMBER, row
 
 
-def _app_for_dump(app: App | str, actor: Actor | None) -> App:
-    if actor is None:
-        found = App.objects.filter(slug=app).first() if isinstance(app, str) else app
-        if found is None:
-            return app_for(app, actor=None, action=MANAGE)  # NotFound in words
-        return found
-    return app_for(app, actor=actor, action=MANAGE)
-
-
 def dump_app(
     app: App | str, path: str | os.PathLike[str], *, actor: Actor | None = None
 ) -> PortableReport:
     """Write ``app``'s whole history to the archive ``path`` (replaced whole, or not at all)
     and record it in the audit trail. ``actor`` must manage the app (None: a trusted command)."""
-    found = _app_for_dump(app, actor)
+    found = app_for(app, actor=actor, action=MANAGE)
     target = Path(path)
     partial = target.with_name(target.name + ".part")
     digest = hashlib.sha256()
