@@ -139,8 +139,10 @@ def test_an_app_slug_that_looks_like_an_existing_one_is_refused_in_the_admin(
     App.objects.create(slug="team-1", name="Team one")
     root = django_user_model.objects.create_superuser("root", password="x" * 20)
     client.force_login(root)
-    response = client.post("/admin/versions/app/add/", {"slug": "team-l", "name": "Team L"})
-    assert response.status_code == 200
+    response = client.post(
+        "/admin/versions/app/add/", {"slug": "team-l", "name": "Team L"}, follow=True
+    )
+    assert response.status_code == 200  # back on the form, the refusal in words
     assert SLUG_LOOKS_LIKE.format(slug="team-l", existing="team-1") in response.content.decode()
     assert not App.objects.filter(slug="team-l").exists()
     added = client.post("/admin/versions/app/add/", {"slug": "team-2", "name": "Team two"})

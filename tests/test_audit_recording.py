@@ -157,3 +157,33 @@ def test_an_agents_write_records_nothing_and_adds_no_statement(app):
         )
     assert not AuditEvent.objects.exists()
     assert not [q for q in queries.captured_queries if "audit" in q["sql"].lower()]
+
+
+AUDIT_TABLES = (AuditEvent._meta.db_table, "versions_auditchainhead")
+
+
+@pytest.mark.parametrize("kind", ["new artifact", "next version", "delete", "edit"])
+def test_no_write_of_an_agents_token_touches_the_audit_tables(app, kind):
+    # The trail is not empty (its head row exists): an append would lock it, a write must not.
+    make_user("agent-owner")
+    secret, _ = services.create_agent_token("agent-owner", ["quotes"])
+    actor = services.authenticate_token(secret)
+    services.write_artifact("quotes", "pltf_page", "index", "<h1>A</h1>\n", tool="t", actor=actor)
+    assert AuditEvent.objects.count() == 1  # the token made, by the command that made it
+
+    with CaptureQueriesContext(connection) as queries:
+        if kind == "new artifact":
+            services.write_artifact("quotes", "pltf_page", "new", "x\n", tool="t", actor=actor)
+        elif kind == "next version":
+            services.write_artifact(
+                "quotes", "pltf_page", "index", "<h1>B</h1>\n", tool="t", actor=actor
+            )
+        elif kind == "delete":
+            services.delete_artifact("quotes", "pltf_page", "index", tool="t", actor=actor)
+        else:
+            services.edit_artifact("quotes", "pltf_page", "index", "A", "C", tool="t", actor=actor)
+
+    statements = [q["sql"].lower() for q in queries.captured_queries]
+    assert statements, "the write ran its statements"
+    assert [s for s in statements if any(table in s for table in AUDIT_TABLES)] == []
+    assert AuditEvent.objects.count() == 1

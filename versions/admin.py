@@ -86,28 +86,10 @@ class ThroughServices(admin.ModelAdmin):
         return super().response_delete(request, obj_display, obj_id)
 
 
-class AppForm(forms.ModelForm):
-    class Meta:
-        model = App
-        fields = ["slug", "name", "production"]  # the rest are read-only in the admin
-
-    def clean_slug(self) -> str:
-        """A new slug may not look like another app's (their confusable skeletons)."""
-        slug: str = self.cleaned_data["slug"]
-        if self.instance.pk is None or slug != self.instance.slug:
-            try:
-                services.check_new_app_slug(slug)
-            except VersionsError as exc:
-                raise forms.ValidationError(exc.message) from None
-        return slug
-
-
 @admin.register(App)
 class AppAdmin(ThroughServices):
     """Apps: added and renamed through the services (adding one needs a superuser, renaming
     it the owner role); an app's slug, in every address, never changes."""
-
-    form = AppForm
 
     list_display = ["slug", "name", "release_set", "route_generation", "created_on"]
     search_fields = ["slug", "name"]

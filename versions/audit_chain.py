@@ -16,6 +16,11 @@ of the event)``, ``prev_hash`` being the hash of the event before it (the first 
 3. ``hash`` is the lowercase hex sha256 of the ASCII bytes of ``prev_hash`` followed by
    those UTF-8 bytes.
 
+Events loaded with their app from another Versions (``manage.py load_app``) keep the hash of
+the chain they were appended to there: their ``origin_seq`` is the number that chain gave them,
+and the ``app_loaded`` event of this chain carries :func:`loaded_digest` of them, so removing,
+adding or altering one is found (docs/operations.md#dump-load).
+
 Not covered: the links to the user and the token (``actor_user``, ``actor_token``: they empty
 themselves when those are deleted; the actor's kind and name are covered) and the app's link
 as such (its slug is covered).
@@ -88,3 +93,12 @@ def canonical_json(document: Mapping[str, Any]) -> bytes:
 def event_hash(prev_hash: str, document: Mapping[str, Any]) -> str:
     """``sha256(prev_hash + canonical JSON of the event)``, lowercase hex."""
     return hashlib.sha256(prev_hash.encode("ascii") + canonical_json(document)).hexdigest()
+
+
+def loaded_digest(events: Sequence[tuple[str, str, int, str]]) -> str:
+    """What an ``app_loaded`` event holds of the events it loaded: the sha256 of one line
+    ``<id> <chain> <seq in that chain> <hash>`` per event, in the order they were loaded."""
+    digest = hashlib.sha256()
+    for ident, chain, seq, hashed in events:
+        digest.update(f"{ident} {chain} {seq} {hashed}\n".encode())
+    return digest.hexdigest()

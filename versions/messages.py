@@ -178,3 +178,18 @@ NEEDS = {
 
 # engine
 NOOP_MESSAGE = "Every artifact already matched the state before this set — nothing was written."
+
+# portable
+LOAD_ID_TAKEN = (
+    "The archive's {kind} {id} already exists here for another app; nothing was loaded (ids are "
+    "kept: load into a Versions whose ids do not overlap, such as a new one)."
+)
+
+# portable
+LOAD_SLUG_EXISTS = "There is already an app “{slug}” here; nothing was loaded."
+
+# portable
+LOAD_UNKNOWN_VERSION = (
+    "{file} is a Versions app archive of format version {version}; this Versions reads version "
+    "{known} only. Nothing was loaded."
+)

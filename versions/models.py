@@ -722,7 +722,12 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
                 cursor.execute(statements["head"])
                 head = cursor.fetchone()
             if head is None:  # a new database (or one a test flushed): the head starts here
-                latest = self.order_by("-seq").values_list("seq", "hash").first() or (0, GENESIS)
+                latest = (
+                    self.filter(origin_seq__isnull=True)
+                    .order_by("-seq")
+                    .values_list("seq", "hash")
+                    .first()
+                ) or (0, GENESIS)
                 AuditChainHead.objects.get_or_create(
                     pk=1, defaults={"seq": latest[0], "hash": latest[1]}
                 )
@@ -862,6 +867,21 @@ class AuditEvent(models.Model):
     created_on = models.DateTimeField()
     prev_hash = models.CharField(max_length=64, help_text="The hash of the event before.")
     hash = models.CharField(max_length=64)
+    origin_seq = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="For an event loaded with its app from another Versions (manage.py load_app): "
+        "its number in the chain it was appended to there, which its hash covers (its ``seq`` "
+        "here is negative, outside this instance's chain). Empty for this instance's events.",
+    )
+    origin_chain = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="For a loaded event: the chain it was appended to (the hash of that chain's "
+        "first event). Empty for this instance's events.",
+    )
 
     objects = AuditEventQuerySet.as_manager()
 
@@ -875,11 +895,21 @@ class AuditEvent(models.Model):
     def __str__(self) -> str:
         return f"#{self.seq} {self.action} by {self.actor_kind}:{self.actor_name}"
 
+    @property
+    def loaded(self) -> bool:
+        """Loaded with its app from another Versions: it belongs to that instance's chain."""
+        return self.origin_seq is not None
+
+    @property
+    def chain_seq(self) -> int:
+        """The event's number in the chain its hash belongs to."""
+        return self.origin_seq if self.origin_seq is not None else self.seq
+
     def document(self, app_slug: str | None) -> dict[str, Any]:
         """The event as the chain hashes it (``app_slug``: the slug of its app, or None)."""
         return event_document(
             id=self.id,
-            seq=self.seq,
+            seq=self.chain_seq,
             app=app_slug,
             actor_kind=self.actor_kind,
             actor_name=self.actor_name,

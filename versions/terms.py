@@ -54,6 +54,9 @@ PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 PREFLIGHT_FAILED = "preflight_failed"
 PROMOTION_REFUSED = "promotion_refused"
+# Portable backups of one app (manage.py dump_app / load_app).
+APP_DUMPED = "app_dumped"
+APP_LOADED = "app_loaded"
 
 # Each action in words, for the Activity tab (an action not listed shows as its name).
 ACTION_LABELS = {
@@ -78,6 +81,8 @@ ACTION_LABELS = {
     ROLLED_BACK: "Rolled back",
     PREFLIGHT_FAILED: "Restore refused",
     PROMOTION_REFUSED: "Promotion refused",
+    APP_DUMPED: "App dumped to an archive",
+    APP_LOADED: "App loaded from an archive",
 }
 
 # The least role that allows each action, to name it in a refusal.

@@ -31,11 +31,14 @@ from versions.selectors.agent import (
 from versions.selectors.audit import (
     ACTIVITY_PER_PAGE,
     INTACT,
+    LOADED_INTACT,
     ChainCheck,
+    LoadedWalk,
     activity_filters,
     activity_page,
     audit_export,
     verify_audit_chain,
+    walk_loaded,
 )
 from versions.selectors.history import (
     AT_ABSENT,
@@ -147,6 +150,9 @@ __all__ = [
     "activity_page",
     "audit_export",
     "verify_audit_chain",
+    "walk_loaded",
+    "LOADED_INTACT",
+    "LoadedWalk",
     "ReadingState",
     "reading_layout",
     "reading_state",

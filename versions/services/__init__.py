@@ -24,6 +24,7 @@ roles, flows and refs in :mod:`versions.terms`.
 - ``flow`` — the one restore flow every door runs (docs/architecture.md#restore-flow);
 - ``members`` — people's roles per app (docs/architecture.md#access);
 - ``naming`` — names and the release mark;
+- ``portable`` — one app's whole history to an archive and back (docs/operations.md#dump-load);
 - ``reading`` — a person's comparison layout and Viewed marks (docs/architecture.md#reviewing);
 - ``retention`` — pruning and pins;
 - ``routes`` — the route-save path (docs/architecture.md#live-app);
@@ -36,14 +37,13 @@ from versions.services._store import (
 )
 from versions.services.access import (
     Actor,
-    activity_app,
+    activity_scope,
     actor_for_token,
     actor_for_user,
     app_for,
     authenticate_token,
     command_actor,
     point_for,
-    require_instance_activity,
     require_panel,
     require_workspace_rollback,
     set_for,
@@ -88,6 +88,10 @@ from versions.services.naming import (
     name_point,
     unmark_release,
 )
+from versions.services.portable import (
+    dump_app,
+    load_app,
+)
 from versions.services.reading import (
     mark_viewed,
     set_reading_layout,
@@ -123,7 +127,6 @@ from versions.services.tokens import (
     verify_token,
 )
 from versions.services.validation import (
-    check_new_app_slug,
     validate_collection,
     validate_message,
     validate_name,
@@ -134,12 +137,12 @@ __all__ = [
     "event_receipt",
     "validate_message",
     "validate_optional_id",
+    "dump_app",
+    "load_app",
     "add_app",
     "rename_app",
     "revoke_app_token",
-    "check_new_app_slug",
-    "activity_app",
-    "require_instance_activity",
+    "activity_scope",
     "Someone",
     "record",
     "mark_viewed",

@@ -378,19 +378,18 @@ ACTIVITY_NOT_FOUND = "There is no Activity page of app “{slug}” for you: onl
 INSTANCE_ACTIVITY_NOT_FOUND = "There is no page here."
 
 
-def activity_app(slug: object, *, actor: Actor) -> App:
-    """The app whose Activity ``actor`` may read: its owners' (and superusers'). Anyone else
-    finds no such page (``NotFound``), as for an app they may not see."""
+def activity_scope(actor: Actor, slug: object = None) -> App | None:
+    """Whose Activity ``actor`` may read: an app's (``slug``) for its owners and superusers,
+    the whole instance's (no ``slug``: returns None) for superusers. Anyone else finds no such
+    page (``NotFound``), as for an app they may not see."""
+    if slug is None:
+        if actor.token is not None or not getattr(actor.user, "is_superuser", False):
+            raise NotFound(INSTANCE_ACTIVITY_NOT_FOUND)
+        return None
     app = app_for(slug, actor=actor)
     if actor.token is not None or not actor.may(MANAGE, app):
         raise NotFound(ACTIVITY_NOT_FOUND.format(slug=app.slug))
     return app
-
-
-def require_instance_activity(actor: Actor) -> None:
-    """The whole instance's Activity is for superusers; anyone else finds no such page."""
-    if actor.token is not None or not getattr(actor.user, "is_superuser", False):
-        raise NotFound(INSTANCE_ACTIVITY_NOT_FOUND)
 
 
 def visible_app_ids(actor: Actor) -> frozenset[int] | None:

@@ -42,7 +42,7 @@ def _context(request: HttpRequest, app: App | None) -> dict[str, Any]:
 @panel_view
 def app_activity(request: HttpRequest, slug: str) -> HttpResponse:
     """An app's Activity, for its owners."""
-    app = services.activity_app(slug, actor=actor_of(request))
+    app = services.activity_scope(actor_of(request), slug)
     return render_tab(
         request,
         _context(request, app),
@@ -55,5 +55,5 @@ def app_activity(request: HttpRequest, slug: str) -> HttpResponse:
 @panel_view
 def instance_activity(request: HttpRequest) -> HttpResponse:
     """The whole instance's Activity, for superusers."""
-    services.require_instance_activity(actor_of(request))
+    services.activity_scope(actor_of(request))
     return render(request, "versions/instance_activity.html", _context(request, None))

@@ -24,3 +24,7 @@ class Command(BaseCommand):
                 returncode=1,
             )
         self.stdout.write(selectors.INTACT.format(count=check.count))
+        if check.loaded_apps:
+            self.stdout.write(
+                selectors.LOADED_INTACT.format(count=check.loaded, apps=check.loaded_apps)
+            )
