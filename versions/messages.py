@@ -19,6 +19,12 @@ TOKEN_CANNOT_PROMOTE = (
 # Added to a refusal on an app: the role that would allow it.
 NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
 
+# strict inputs (docs/api.md#strict-inputs)
+UNKNOWN_FIELD = "unknown field `{field}`"
+UNKNOWN_FIELD_DID_YOU_MEAN = "; did you mean `{known}`?"
+UNKNOWN_FIELD_KNOWN = "; the known fields are {known}."
+UNKNOWN_FIELD_NOTHING_KNOWN = "; this takes no fields."
+
 # agent_writes
 EDIT_OLD_TEXT_EMPTY = (
     "old_text is empty: give the exact text to replace (read the artifact first). "

@@ -46,11 +46,13 @@ from versions.api.schemas import (
     RollbackIn,
     WriteIn,
     WriteReceiptOut,
+    known_fields,
     path_parameter_rules,
 )
 from versions.errors import PreconditionFailed, StaleWrite
 from versions.models import ChangeSet
 from versions.request_meta import request_meta
+from versions.strict import refuse_unknown
 from versions.terms import (
     POINT,
     RELEASE,
@@ -427,6 +429,8 @@ def delete_artifact(
     name: str,
     params: Query[DeleteQuery],
 ) -> Any:
+    # A delete's precondition comes in its query: strict like a body (docs/api.md#strict-inputs).
+    refuse_unknown(request.GET, known_fields(DeleteQuery))
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)

@@ -12,6 +12,7 @@ from ninja.schema import DjangoGetter
 from pydantic import field_validator, model_validator
 
 from versions.models import COLLECTIONS
+from versions.strict import refuse_unknown
 
 PER_PAGE_DEFAULT = 50
 PER_PAGE_MAX = 200
@@ -203,9 +204,18 @@ class _JsonObject(Schema):
     @classmethod
     def _an_object(cls, data: Any) -> Any:
         # ninja hands the value over wrapped in its attribute getter.
-        if not isinstance(data._obj if isinstance(data, DjangoGetter) else data, dict):
+        given = data._obj if isinstance(data, DjangoGetter) else data
+        if not isinstance(given, dict):
             raise ValueError(NOT_AN_OBJECT)
+        # Strict (docs/api.md#strict-inputs): UnknownField is no ValueError, so pydantic lets it
+        # through to the error table (422 in words), before any field is looked at.
+        refuse_unknown(given, known_fields(cls))
         return data
+
+
+def known_fields(schema: type[Schema]) -> list[str]:
+    """The names a request may give for ``schema``'s fields (their aliases where they have one)."""
+    return [field.alias or name for name, field in schema.model_fields.items()]
 
 
 class ErrorOut(Schema):
@@ -222,7 +232,10 @@ class ErrorOut(Schema):
     current_sha256: str | None = Field(
         None, description="On stale_write and precondition_failed: the current hash."
     )
-    field: str | None = None
+    field: str | None = Field(None, description="The field at fault, when one is.")
+    suggestion: str | None = Field(
+        None, description="On unknown_field: the known field it resembles, or null."
+    )
     kind: str | None = Field(None, description="On preflight_failed: the receipt's kind.")
     restoredFromSet: str | None = Field(None, description="On preflight_failed.")
     written: int | None = Field(None, description="On preflight_failed: 0.")
@@ -515,7 +528,9 @@ class AtQuery(Schema):
     )
 
 
-ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 413, 422), ErrorOut)
+ERRORS: dict[int, type[Schema]] = dict.fromkeys(
+    (400, 401, 403, 404, 409, 412, 413, 422, 428), ErrorOut
+)
 
 
 class PromoteIn(_JsonObject):
