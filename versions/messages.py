@@ -3,7 +3,6 @@ refused or needs saying, in one place so that doors, services and tests share th
 
 # access
 NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
-OUT_OF_SCOPE = "This token is not allowed to act on app “{slug}”."
 TOKEN_REFUSED = (
     "Send a valid agent token: this one is unknown, revoked, expired, or its user is inactive."
 )
