@@ -89,7 +89,8 @@ class ThroughServices(admin.ModelAdmin):
 class AppForm(forms.ModelForm):
     class Meta:
         model = App
-        fields = ["slug", "name", "production"]  # the rest are read-only in the admin
+        # the rest are read-only in the admin
+        fields = ["slug", "name", "production", "require_preconditions"]
 
     def clean_slug(self) -> str:
         """A new slug may not look like another app's (their confusable skeletons)."""
@@ -125,6 +126,9 @@ class AppAdmin(ThroughServices):
                 services.rename_app(obj, obj.name, actor=_actor(request))
             else:
                 obj.pk = services.add_app(obj.slug, obj.name, actor=_actor(request))[0].pk
+            services.set_require_preconditions(
+                obj, obj.require_preconditions, actor=_actor(request)
+            )
         except VersionsError as exc:
             self.refused(request, exc)
 

@@ -18,6 +18,13 @@ TOKEN_CANNOT_PROMOTE = (
 # Added to a refusal on an app: the role that would allow it.
 NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
 
+# require_preconditions (docs/api.md#require-preconditions)
+PRECONDITION_REQUIRED = (
+    "App “{slug}” requires every write to say what it expects, and this one did not: send "
+    'If-Match: "<sha256>" (the ETag you read), If-None-Match: * to create a new artifact, or '
+    'expected_sha256 ("" for a new artifact). Nothing was written.'
+)
+
 # strict inputs (docs/api.md#strict-inputs)
 UNKNOWN_FIELD = "unknown field `{field}`"
 UNKNOWN_FIELD_DID_YOU_MEAN = "; did you mean `{known}`?"

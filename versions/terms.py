@@ -52,9 +52,12 @@ PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 PREFLIGHT_FAILED = "preflight_failed"
 PROMOTION_REFUSED = "promotion_refused"
+# An app's settings.
+APP_SETTINGS_CHANGED = "app_settings_changed"
 
 # Each action in words, for the Activity tab (an action not listed shows as its name).
 ACTION_LABELS = {
+    APP_SETTINGS_CHANGED: "Changed the app's settings",
     SIGNED_IN: "Signed in",
     SIGNED_OUT: "Signed out",
     SIGNIN_FAILED: "Failed sign-in",

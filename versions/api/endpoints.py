@@ -17,6 +17,7 @@ import json
 from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI, Query
 from ninja.renderers import JSONRenderer
@@ -49,7 +50,8 @@ from versions.api.schemas import (
     known_fields,
     path_parameter_rules,
 )
-from versions.errors import PreconditionFailed, StaleWrite
+from versions.errors import NotFound, PreconditionFailed, PreconditionRequired, StaleWrite
+from versions.messages import ARTIFACT_NOT_FOUND, PRECONDITION_REQUIRED
 from versions.models import ChangeSet
 from versions.request_meta import request_meta
 from versions.strict import refuse_unknown
@@ -357,6 +359,24 @@ def _create_only(request: HttpRequest, app: Any, collection: str, name: str) -> 
 _MATCHES_NOTHING = "precondition-failed"
 
 
+def _require_precondition(request: HttpRequest, app: Any, explicit: str | None) -> None:
+    """428 when the app requires preconditions (docs/api.md#require-preconditions) and the
+    write sends none: no If-Match, no If-None-Match, no expected_sha256."""
+    if not app.require_preconditions or explicit is not None:
+        return
+    if "If-Match" in request.headers or "If-None-Match" in request.headers:
+        return
+    raise PreconditionRequired(PRECONDITION_REQUIRED.format(slug=app.slug))
+
+
+def _artifact_url(app: Any, collection: str, name: str) -> str:
+    """The API address of an artifact (its name quoted), for ``Location``."""
+    return reverse(
+        "versions_api:get_artifact",
+        kwargs={"slug": app.slug, "collection": collection, "name": name},
+    )
+
+
 def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> StaleWrite:
     """A stale write that only an ``If-Match`` header asked for is a failed precondition."""
     if if_match and explicit is None:
@@ -385,6 +405,7 @@ def put_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)
+    _require_precondition(request, app, body.expected_sha256)
     try:
         pinned, if_match = _expected_from_if_match(request, app, collection, name)
         if _create_only(request, app, collection, name):
@@ -412,6 +433,8 @@ def put_artifact(
         raise failed or _precondition(exc, if_match, explicit)
     response["ETag"] = f'"{receipt.sha256}"'
     created = not receipt.unchanged and receipt.previous_sha256 == ""
+    if created:
+        response["Location"] = _artifact_url(app, collection, name)
     return (201 if created else 200), receipt.as_dict()
 
 
@@ -434,6 +457,7 @@ def delete_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)
+    _require_precondition(request, app, params.expected_sha256)
     try:
         pinned, if_match = _expected_from_if_match(request, app, collection, name)
         failed = None
@@ -455,6 +479,11 @@ def delete_artifact(
             message=params.message,
         )
     except StaleWrite as exc:
+        if exc.current_sha256 == "":
+            # Nothing to delete: 404, whatever the precondition said (docs/api.md#http-details).
+            raise NotFound(
+                ARTIFACT_NOT_FOUND.format(collection=collection, name=name, app=app.slug)
+            ) from None
         raise failed or _precondition(exc, if_match, explicit)
     return 200, receipt.as_dict()
 
@@ -651,7 +680,16 @@ def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_
         expected=body.expected,
         dry_run=body.dry_run,
     )
-    return api.create_response(request, receipt.as_dict(), status=200)
+    return _moved(request, slug, receipt)
+
+
+def _moved(request: HttpRequest, slug: str, receipt: Any) -> HttpResponse:
+    """A promotion's or rollback's answer: its receipt, and when production moved, ``Location``:
+    the app's deployments, which the new one leads (docs/api.md#http-details)."""
+    response = api.create_response(request, receipt.as_dict(), status=200)
+    if receipt.deployment_id and receipt.kind in ("promotion", "rollback"):
+        response["Location"] = reverse("versions_api:get_deployments", kwargs={"slug": slug})
+    return response
 
 
 @api.post(
@@ -662,7 +700,7 @@ def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_
 )
 def post_rollback(request: HttpRequest, slug: str, body: RollbackIn = _NO_BODY_ROLLBACK) -> Any:
     receipt = services.rollback_production(slug, actor=_actor(request), to=body.to, note=body.note)
-    return api.create_response(request, receipt.as_dict(), status=200)
+    return _moved(request, slug, receipt)
 
 
 # --- outside the routes ---------------------------------------------------------------------

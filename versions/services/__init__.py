@@ -56,6 +56,7 @@ from versions.services.agent_writes import (
 from versions.services.apps import (
     add_app,
     rename_app,
+    set_require_preconditions,
 )
 from versions.services.audit import (
     Someone,
@@ -132,6 +133,7 @@ from versions.services.validation import (
 __all__ = [
     "add_app",
     "rename_app",
+    "set_require_preconditions",
     "revoke_app_token",
     "check_new_app_slug",
     "activity_app",
