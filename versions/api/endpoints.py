@@ -5,10 +5,11 @@ Each request's bearer token becomes an :class:`~versions.services.Actor`; every 
 one call into :mod:`versions.services` (which checks access) or reads through
 :mod:`versions.selectors` an app the services let it reach, and the error table of
 :mod:`versions.api.errors` turns service errors into statuses:
-400 bad input · 401 no or bad token · 403 app outside the token's scope (also for set and point
-ids of such apps) or missing permission · 404 unknown · 409 stale write or refused pre-flight ·
-412 ``If-Match`` mismatch · 413 too large · 422 a body or parameter of the wrong shape, or a
-route spec that does not parse.
+400 bad input · 401 no or bad token · 403 missing permission on an app the token reaches ·
+404 unknown, or outside the token's apps (docs/api.md#existence) · 409 stale write or refused
+pre-flight · 412 ``If-Match`` mismatch · 413 too large · 422 a body or parameter of the wrong
+shape, an unknown field (docs/api.md#strict-inputs), or a route spec that does not parse ·
+428 a write without a precondition where the app requires one.
 """
 
 from __future__ import annotations
@@ -84,15 +85,18 @@ ERROR_MEANINGS = {
     "control characters, an expected key or hash): error invalid_input, with field, in words. "
     "A NUL in source is one (capture names its position).",
     "401": "No valid agent token (Authorization: Bearer <token>).",
-    "403": "The token may not reach this app, or lacks the permission.",
+    "403": "The token reaches this app but lacks the permission (named in words).",
     "404": "No such app, artifact, set, point, deployment or ref (an id of the wrong form "
-    "names nothing).",
+    "names nothing); an app outside the token's scope, and its ids, answer the same.",
     "409": "A stale write (current_sha256), a refused pre-flight (its findings) or a conflict.",
     "412": "An If-Match or If-None-Match precondition does not hold (current_sha256).",
     "413": "The body or the source is larger than the server accepts.",
     "422": "The request is not of the documented shape: a wrong JSON type, a missing field, or "
     "a NUL or unpaired surrogate in an id, hash, ref, note or expected key "
-    "(error validation_error, with details); also a route spec that does not parse.",
+    "(error validation_error, with details); a field the operation does not take (error "
+    "unknown_field, with field and suggestion); also a route spec that does not parse.",
+    "428": "The app requires preconditions and this write sent none: send If-Match, "
+    "If-None-Match or expected_sha256.",
 }
 
 
