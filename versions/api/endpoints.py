@@ -299,13 +299,36 @@ def get_artifact(
     tags=["history"],
 )
 def get_artifact_history(
-    request: HttpRequest, slug: str, collection: str, name: str, params: Query[HistoryQuery]
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: str,
+    collection: str,
+    name: str,
+    params: Query[HistoryQuery],
 ) -> Any:
     app = services.app_for(slug, actor=_actor(request))
     _validate_target(collection, name)
-    return selectors.artifact_history(
-        app, collection, name, page=params.page, per_page=params.per_page
+    page = selectors.artifact_history(
+        app,
+        collection,
+        name,
+        page=params.page,
+        per_page=params.per_page,
+        cursor=params.cursor,
+        limit=params.limit,
     )
+    return _linked(request, response, page)
+
+
+def _linked(request: HttpRequest, response: HttpResponse, page: dict[str, Any]) -> Any:
+    """``page`` with an RFC 8288 ``Link: <…>; rel="next"`` when one follows: this request's
+    address with ``cursor`` = its next_cursor (and no page number)."""
+    if page.get("next_cursor"):
+        query = request.GET.copy()
+        query.pop("page", None)
+        query["cursor"] = page["next_cursor"]
+        response["Link"] = f'<{request.path}?{query.urlencode()}>; rel="next"'
+    return page
 
 
 def _expected_from_if_match(
@@ -502,9 +525,22 @@ def delete_artifact(
     summary="List an app's change sets, newest first",
     tags=["change sets"],
 )
-def get_change_sets(request: HttpRequest, slug: str, params: Query[PageQuery]) -> Any:
+def get_change_sets(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[PageQuery]
+) -> Any:
     app = services.app_for(slug, actor=_actor(request))
-    return selectors.list_change_sets(app, page=params.page, per_page=params.per_page)
+    page = selectors.list_change_sets(
+        app,
+        page=params.page,
+        per_page=params.per_page,
+        cursor=params.cursor,
+        limit=params.limit,
+        run_id=params.run_id,
+        turn_id=params.turn_id,
+        written_by=params.written_by,
+        since=params.since,
+    )
+    return _linked(request, response, page)
 
 
 @api.api_operation(
