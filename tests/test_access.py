@@ -8,6 +8,7 @@ from django.contrib.auth.models import Permission, User
 from versions import messages, services
 from versions.errors import Forbidden, NotFound, Unauthenticated
 from versions.messages import (
+    APP_NOT_FOUND,
     NEEDS,
 )
 from versions.models import App
@@ -77,9 +78,10 @@ def test_a_token_acts_only_on_its_apps_and_restores_only_with_its_users_permissi
     token, _row = services.create_agent_token(_user("agent").username, ["quotes"])
     actor = services.authenticate_token(token)
     assert services.app_for("quotes", actor=actor, action=WRITE) == app
-    with pytest.raises(Forbidden) as refused:
+    # Outside its apps, an app does not exist for a token: the same answer as a missing one.
+    with pytest.raises(NotFound) as refused:
         services.app_for("billing", actor=actor)
-    assert refused.value.message == messages.OUT_OF_SCOPE.format(slug="billing")
+    assert refused.value.message == APP_NOT_FOUND.format(slug="billing")
     with pytest.raises(Forbidden) as no_restore:
         services.app_for("quotes", actor=actor, action=RESTORE)
     assert no_restore.value.message == refusal(RESTORE, "agent", "quotes")
@@ -98,10 +100,13 @@ def test_set_and_point_lookups_check_the_actor_and_say_which_id(app, other):
     receipt = services.write_artifact(app, "pltf_page", "index", "v1\n", requested_by="a", tool="t")
     token, _row = services.create_agent_token(_user("agent").username, ["billing"])
     outsider = services.authenticate_token(token)
-    with pytest.raises(Forbidden):
+    # Another app's ids answer what missing ones do (docs/api.md#existence).
+    with pytest.raises(NotFound) as elsewhere:
         services.set_for(receipt.change_set_id, actor=outsider)
-    with pytest.raises(Forbidden):
+    assert elsewhere.value.message == f"There is no change set “{receipt.change_set_id}”."
+    with pytest.raises(NotFound) as elsewhere:
         services.point_for(receipt.restore_point_id, actor=outsider)
+    assert elsewhere.value.message == f"There is no restore point “{receipt.restore_point_id}”."
     with pytest.raises(NotFound) as missing:
         services.set_for("cs_rp_zzz_00000000", actor=outsider)
     assert missing.value.message == "There is no change set “cs_rp_zzz_00000000”."

@@ -94,24 +94,25 @@ def test_a_write_through_the_api_costs_two_queries_more_than_the_service(
     assert len(through_api.captured_queries) == len(direct.captured_queries) + 2
 
 
-# --- 403 --------------------------------------------------------------------------------
+# --- another app: as if it did not exist (docs/api.md#existence) ---------------------------
 
 
-def test_token_of_another_app_answers_403_for_reads_and_writes(app, owner):
+def test_token_of_another_app_answers_404_for_reads_and_writes(app, owner):
     App.objects.create(slug="other", name="Other")
     api = ApiClient(make_token("rvaid", "other"))
-    assert api.get("/apps/quotes/artifacts").status_code == 403
+    assert api.get("/apps/quotes/artifacts").status_code == 404
     response = api.put(f"{ART}/pltf_page/index", {"source": "x"})
-    assert response.status_code == 403
-    assert response.json()["error"] == "forbidden"
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert response.json()["message"] == "There is no app “quotes”."
     assert not Artifact.objects.filter(app=app).exists()
 
 
-def test_set_of_another_app_answers_403(app, owner, page):
+def test_set_of_another_app_answers_404(app, owner, page):
     App.objects.create(slug="other", name="Other")
     api = ApiClient(make_token("rvaid", "other"))
     set_id = RestorePoint.objects.get().change_set_id
-    assert api.get(f"/change-sets/{set_id}").status_code == 403
+    assert api.get(f"/change-sets/{set_id}").status_code == 404
 
 
 # --- artifacts: list and read ------------------------------------------------------------
@@ -318,7 +319,7 @@ def test_malformed_json_answers_400_json(api, app):
     "body",
     [
         {"source": 12},
-        {"no_source": "x"},
+        {"run_id": "x"},
         ["source"],
         "just a string",
         {"source": "x", "run_id": "bad\x00id"},
@@ -333,7 +334,7 @@ def test_body_of_the_wrong_shape_answers_422(api, app, body):
 
 
 def test_a_missing_field_is_named_where_it_belongs(api, app):
-    response = api.put(f"{ART}/pltf_page/index", {"no_source": "x"})
+    response = api.put(f"{ART}/pltf_page/index", {"run_id": "x"})
     assert response.status_code == 422
     assert response.json()["message"] == "body.source: Field required"
 

@@ -40,8 +40,11 @@ def test_a_dropped_connection_mid_request_answers_json_503(api, error, after):
         response = api.get("/apps/quotes/artifacts/pltf_page/index")
 
     assert response.status_code == 503
-    assert response["Content-Type"] == "application/json"
+    # Problem details like every other error of the API (docs/api.md#errors).
+    assert response["Content-Type"] == "application/problem+json"
     body = response.json()
+    assert body["status"] == 503 and body["title"] == "Service Unavailable"
+    assert body["detail"] == body["message"]
     assert body["error"] == "unavailable"
     assert body["message"].startswith("The database could not be reached")
 

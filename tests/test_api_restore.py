@@ -191,13 +191,13 @@ def test_superuser_token_can_restore(app, turn):
     assert api.post(f"/change-sets/{turn}/restore", {}).status_code == 200
 
 
-def test_restore_of_another_apps_set_answers_403(app, turn):
+def test_restore_of_another_apps_set_answers_404(app, turn):
     App.objects.create(slug="other", name="Other")
     make_user("rvaid", can_restore=True)
     api = ApiClient(make_token("rvaid", "other"))
-    assert api.post(f"/change-sets/{turn}/restore", {}).status_code == 403
+    assert api.post(f"/change-sets/{turn}/restore", {}).status_code == 404
     point = RestorePoint.objects.filter(change_set_id=turn).first()
-    assert api.post(f"/restore-points/{point.id}/restore", {}).status_code == 403
+    assert api.post(f"/restore-points/{point.id}/restore", {}).status_code == 404
     assert sources(app)["index"] == "<h1>after</h1>\n"
 
 

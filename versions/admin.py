@@ -103,10 +103,14 @@ class AppAdmin(ThroughServices):
 
     def save_model(self, request: HttpRequest, obj: App, form: Any, change: bool) -> None:
         try:
-            if change:
-                services.rename_app(obj, obj.name, actor=_actor(request))
-            else:
+            if not change:
                 obj.pk = services.add_app(obj.slug, obj.name, actor=_actor(request))[0].pk
+            services.change_app(
+                obj,
+                name=obj.name,
+                require_preconditions=obj.require_preconditions,
+                actor=_actor(request),
+            )
         except VersionsError as exc:
             self.refused(request, exc)
 

@@ -1,8 +1,9 @@
 """The agent API answers JSON even when the database goes away mid-request (docs/api.md#errors).
 
 A dropped connection (``OperationalError``, ``InterfaceError`` or any other ``django.db.Error``
-that escapes a view) under ``/api/v1/`` answers ``503 {"error": "unavailable", "message": …}``
-instead of Django's HTML 500, so an agent reads the failure and can retry.
+that escapes a view) under ``/api/v1/`` answers 503 as problem details like every other error of
+the API (``application/problem+json``, ``error: "unavailable"``, ``message``) instead of
+Django's HTML 500, so an agent reads the failure and can retry.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Callable
 
 from django.db import Error as DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from versions.api.errors import PROBLEM_CONTENT_TYPE, problem_body
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,11 @@ class DatabaseUnavailableAsJson:
         logger.error(
             "database error while answering %s %s", request.method, request.path, exc_info=True
         )
-        response = JsonResponse({"error": "unavailable", "message": UNAVAILABLE}, status=503)
+        response = JsonResponse(
+            problem_body(503, "unavailable", UNAVAILABLE),
+            status=503,
+            content_type=PROBLEM_CONTENT_TYPE,
+            json_dumps_params={"ensure_ascii": False},
+        )
         response["Retry-After"] = RETRY_AFTER_SECONDS
         return response

@@ -48,6 +48,25 @@ class Conflict(InvalidInput):
     code = "conflict"
 
 
+class UnknownField(InvalidInput):
+    """A request named a field the operation does not take (a misspelt precondition must
+    never be ignored); ``field`` is the unknown name, ``suggestion`` the known one it
+    resembles, if any."""
+
+    code = "unknown_field"
+
+    def __init__(self, message: str, *, field: str, suggestion: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.suggestion = suggestion
+
+
+class PreconditionRequired(VersionsError):
+    """The app requires every write to say what it expects (a precondition) and this one
+    did not; nothing was written."""
+
+    code = "precondition_required"
+
+
 class NotFound(VersionsError):
     """The app, artifact, restore point or change set does not exist (for this caller)."""
 

@@ -30,6 +30,7 @@ from pydantic import Field
 
 from versions import ids, selectors, services
 from versions.errors import InvalidInput, PreflightFailed, StaleWrite, VersionsError
+from versions.strict import first_unknown
 from versions.terms import (
     PROMOTE,
     REVERT,
@@ -531,4 +532,18 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     for tool in server._tool_manager._tools.values():
         tool.title = TITLES.get(tool.name, tool.title)
         tool.fn_metadata.output_schema = OUTPUT_SCHEMA
+
+    # Strict arguments (docs/api.md#strict-inputs), for every tool: a name a tool does not take
+    # is a tool error in the API's words, never silently dropped (a misspelt expected_sha256
+    # would write without its check).
+    call_any_tool = server.call_tool
+
+    async def call_tool_strictly(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = server._tool_manager.get_tool(name)
+        refusal = tool and first_unknown(arguments or {}, tool.parameters.get("properties", {}))
+        if refusal:
+            return _result(_error_data(refusal) | {"suggestion": refusal.suggestion}, error=True)
+        return await call_any_tool(name, arguments, context)
+
+    server.call_tool = call_tool_strictly  # type: ignore[method-assign]
     return server

@@ -5,7 +5,6 @@ from versions.terms import MANAGE, NAME, PROMOTE, RESTORE, VIEW, WRITE
 
 # access
 NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
-OUT_OF_SCOPE = "This token is not allowed to act on app “{slug}”."
 TOKEN_REFUSED = (
     "Send a valid agent token: this one is unknown, revoked, expired, or its user is inactive."
 )
@@ -20,6 +19,19 @@ TOKEN_CANNOT_PROMOTE = (
 )
 # Added to a refusal on an app: the role that would allow it.
 NEEDS_ROLE = " That needs the role “{role}” on this app (or higher)."
+
+# require_preconditions (docs/api.md#require-preconditions)
+PRECONDITION_REQUIRED = (
+    "App “{slug}” requires every write to say what it expects, and this one did not: send "
+    'If-Match: "<sha256>" (the ETag you read), If-None-Match: * to create a new artifact, or '
+    'expected_sha256 ("" for a new artifact). Nothing was written.'
+)
+
+# strict inputs (docs/api.md#strict-inputs)
+UNKNOWN_FIELD = "unknown field `{field}`"
+UNKNOWN_FIELD_DID_YOU_MEAN = "; did you mean `{known}`?"
+UNKNOWN_FIELD_KNOWN = "; the known fields are {known}."
+UNKNOWN_FIELD_NOTHING_KNOWN = "; this takes no fields."
 
 # agent_writes
 EDIT_OLD_TEXT_EMPTY = (
@@ -193,3 +205,6 @@ LOAD_UNKNOWN_VERSION = (
     "{file} is a Versions app archive of format version {version}; this Versions reads version "
     "{known} only. Nothing was loaded."
 )
+
+# access
+APP_NOT_FOUND = "There is no app “{slug}”."

@@ -268,6 +268,13 @@ class App(models.Model):
         related_name="+",
         help_text="The deployment /apps/<slug>/ serves; empty: it serves the draft.",
     )
+    require_preconditions = models.BooleanField(
+        default=False,
+        help_text=(
+            "Every artifact write through the agent API must say what it expects (If-Match, "
+            "If-None-Match or expected_sha256); one that does not is refused with 428."
+        ),
+    )
     created_on = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -57,9 +57,12 @@ PROMOTION_REFUSED = "promotion_refused"
 # Portable backups of one app (manage.py dump_app / load_app).
 APP_DUMPED = "app_dumped"
 APP_LOADED = "app_loaded"
+# An app's settings.
+APP_SETTINGS_CHANGED = "app_settings_changed"
 
 # Each action in words, for the Activity tab (an action not listed shows as its name).
 ACTION_LABELS = {
+    APP_SETTINGS_CHANGED: "Changed the app's settings",
     SIGNED_IN: "Signed in",
     SIGNED_OUT: "Signed out",
     SIGNIN_FAILED: "Failed sign-in",

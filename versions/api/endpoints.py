@@ -5,10 +5,11 @@ Each request's bearer token becomes an :class:`~versions.services.Actor`; every 
 one call into :mod:`versions.services` (which checks access) or reads through
 :mod:`versions.selectors` an app the services let it reach, and the error table of
 :mod:`versions.api.errors` turns service errors into statuses:
-400 bad input · 401 no or bad token · 403 app outside the token's scope (also for set and point
-ids of such apps) or missing permission · 404 unknown · 409 stale write or refused pre-flight ·
-412 ``If-Match`` mismatch · 413 too large · 422 a body or parameter of the wrong shape, or a
-route spec that does not parse.
+400 bad input · 401 no or bad token · 403 missing permission on an app the token reaches ·
+404 unknown, or outside the token's apps (docs/api.md#existence) · 409 stale write or refused
+pre-flight · 412 ``If-Match`` mismatch · 413 too large · 422 a body or parameter of the wrong
+shape, an unknown field (docs/api.md#strict-inputs), or a route spec that does not parse ·
+428 a write without a precondition where the app requires one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI, Query
 from ninja.renderers import JSONRenderer
@@ -46,11 +48,14 @@ from versions.api.schemas import (
     RollbackIn,
     WriteIn,
     WriteReceiptOut,
+    known_fields,
     path_parameter_rules,
 )
-from versions.errors import PreconditionFailed, StaleWrite
+from versions.errors import NotFound, PreconditionFailed, PreconditionRequired, StaleWrite
+from versions.messages import ARTIFACT_NOT_FOUND, PRECONDITION_REQUIRED
 from versions.models import ChangeSet
 from versions.request_meta import request_meta
+from versions.strict import refuse_unknown
 from versions.terms import (
     POINT,
     RELEASE,
@@ -80,15 +85,18 @@ ERROR_MEANINGS = {
     "control characters, an expected key or hash): error invalid_input, with field, in words. "
     "A NUL in source is one (capture names its position).",
     "401": "No valid agent token (Authorization: Bearer <token>).",
-    "403": "The token may not reach this app, or lacks the permission.",
+    "403": "The token reaches this app but lacks the permission (named in words).",
     "404": "No such app, artifact, set, point, deployment or ref (an id of the wrong form "
-    "names nothing).",
+    "names nothing); an app outside the token's scope, and its ids, answer the same.",
     "409": "A stale write (current_sha256), a refused pre-flight (its findings) or a conflict.",
     "412": "An If-Match or If-None-Match precondition does not hold (current_sha256).",
     "413": "The body or the source is larger than the server accepts.",
     "422": "The request is not of the documented shape: a wrong JSON type, a missing field, or "
     "a NUL or unpaired surrogate in an id, hash, ref, note or expected key "
-    "(error validation_error, with details); also a route spec that does not parse.",
+    "(error validation_error, with details); a field the operation does not take (error "
+    "unknown_field, with field and suggestion); also a route spec that does not parse.",
+    "428": "The app requires preconditions and this write sent none: send If-Match, "
+    "If-None-Match or expected_sha256.",
 }
 
 
@@ -291,13 +299,36 @@ def get_artifact(
     tags=["history"],
 )
 def get_artifact_history(
-    request: HttpRequest, slug: str, collection: str, name: str, params: Query[HistoryQuery]
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: str,
+    collection: str,
+    name: str,
+    params: Query[HistoryQuery],
 ) -> Any:
     app = services.app_for(slug, actor=_actor(request))
     _validate_target(collection, name)
-    return selectors.artifact_history(
-        app, collection, name, page=params.page, per_page=params.per_page
+    page = selectors.artifact_history(
+        app,
+        collection,
+        name,
+        page=params.page,
+        per_page=params.per_page,
+        cursor=params.cursor,
+        limit=params.limit,
     )
+    return _linked(request, response, page)
+
+
+def _linked(request: HttpRequest, response: HttpResponse, page: dict[str, Any]) -> Any:
+    """``page`` with an RFC 8288 ``Link: <…>; rel="next"`` when one follows: this request's
+    address with ``cursor`` = its next_cursor (and no page number)."""
+    if page.get("next_cursor"):
+        query = request.GET.copy()
+        query.pop("page", None)
+        query["cursor"] = page["next_cursor"]
+        response["Link"] = f'<{request.path}?{query.urlencode()}>; rel="next"'
+    return page
 
 
 def _expected_from_if_match(
@@ -355,6 +386,24 @@ def _create_only(request: HttpRequest, app: Any, collection: str, name: str) -> 
 _MATCHES_NOTHING = "precondition-failed"
 
 
+def _require_precondition(request: HttpRequest, app: Any, explicit: str | None) -> None:
+    """428 when the app requires preconditions (docs/api.md#require-preconditions) and the
+    write sends none: no If-Match, no If-None-Match, no expected_sha256."""
+    if not app.require_preconditions or explicit is not None:
+        return
+    if "If-Match" in request.headers or "If-None-Match" in request.headers:
+        return
+    raise PreconditionRequired(PRECONDITION_REQUIRED.format(slug=app.slug))
+
+
+def _artifact_url(app: Any, collection: str, name: str) -> str:
+    """The API address of an artifact (its name quoted), for ``Location``."""
+    return reverse(
+        "versions_api:get_artifact",
+        kwargs={"slug": app.slug, "collection": collection, "name": name},
+    )
+
+
 def _precondition(exc: StaleWrite, if_match: bool, explicit: str | None) -> StaleWrite:
     """A stale write that only an ``If-Match`` header asked for is a failed precondition."""
     if if_match and explicit is None:
@@ -383,6 +432,7 @@ def put_artifact(
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)
+    _require_precondition(request, app, body.expected_sha256)
     try:
         pinned, if_match = _expected_from_if_match(request, app, collection, name)
         if _create_only(request, app, collection, name):
@@ -410,6 +460,8 @@ def put_artifact(
         raise failed or _precondition(exc, if_match, explicit)
     response["ETag"] = f'"{receipt.sha256}"'
     created = not receipt.unchanged and receipt.previous_sha256 == ""
+    if created:
+        response["Location"] = _artifact_url(app, collection, name)
     return (201 if created else 200), receipt.as_dict()
 
 
@@ -427,9 +479,12 @@ def delete_artifact(
     name: str,
     params: Query[DeleteQuery],
 ) -> Any:
+    # A delete's precondition comes in its query: strict like a body (docs/api.md#strict-inputs).
+    refuse_unknown(request.GET, known_fields(DeleteQuery))
     actor = _actor(request)
     app = services.app_for(slug, actor=actor, action=WRITE)
     _validate_target(collection, name)
+    _require_precondition(request, app, params.expected_sha256)
     try:
         pinned, if_match = _expected_from_if_match(request, app, collection, name)
         failed = None
@@ -451,6 +506,11 @@ def delete_artifact(
             message=params.message,
         )
     except StaleWrite as exc:
+        if exc.current_sha256 == "":
+            # Nothing to delete: 404, whatever the precondition said (docs/api.md#http-details).
+            raise NotFound(
+                ARTIFACT_NOT_FOUND.format(collection=collection, name=name, app=app.slug)
+            ) from None
         raise failed or _precondition(exc, if_match, explicit)
     return 200, receipt.as_dict()
 
@@ -465,9 +525,22 @@ def delete_artifact(
     summary="List an app's change sets, newest first",
     tags=["change sets"],
 )
-def get_change_sets(request: HttpRequest, slug: str, params: Query[PageQuery]) -> Any:
+def get_change_sets(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[PageQuery]
+) -> Any:
     app = services.app_for(slug, actor=_actor(request))
-    return selectors.list_change_sets(app, page=params.page, per_page=params.per_page)
+    page = selectors.list_change_sets(
+        app,
+        page=params.page,
+        per_page=params.per_page,
+        cursor=params.cursor,
+        limit=params.limit,
+        run_id=params.run_id,
+        turn_id=params.turn_id,
+        written_by=params.written_by,
+        since=params.since,
+    )
+    return _linked(request, response, page)
 
 
 @api.api_operation(
@@ -647,7 +720,16 @@ def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_
         expected=body.expected,
         dry_run=body.dry_run,
     )
-    return api.create_response(request, receipt.as_dict(), status=200)
+    return _moved(request, slug, receipt)
+
+
+def _moved(request: HttpRequest, slug: str, receipt: Any) -> HttpResponse:
+    """A promotion's or rollback's answer: its receipt, and when production moved, ``Location``:
+    the app's deployments, which the new one leads (docs/api.md#http-details)."""
+    response = api.create_response(request, receipt.as_dict(), status=200)
+    if receipt.deployment_id and receipt.kind in ("promotion", "rollback"):
+        response["Location"] = reverse("versions_api:get_deployments", kwargs={"slug": slug})
+    return response
 
 
 @api.post(
@@ -658,7 +740,7 @@ def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_
 )
 def post_rollback(request: HttpRequest, slug: str, body: RollbackIn = _NO_BODY_ROLLBACK) -> Any:
     receipt = services.rollback_production(slug, actor=_actor(request), to=body.to, note=body.note)
-    return api.create_response(request, receipt.as_dict(), status=200)
+    return _moved(request, slug, receipt)
 
 
 # --- outside the routes ---------------------------------------------------------------------

@@ -23,10 +23,12 @@ from versions.errors import (
     InvalidSpec,
     NotFound,
     PreconditionFailed,
+    PreconditionRequired,
     PreflightFailed,
     StaleWrite,
     TooLarge,
     Unauthenticated,
+    UnknownField,
     VersionsError,
 )
 
@@ -38,8 +40,10 @@ BODY_TOO_LARGE = (
 # The one error → status table of the API (errors carry no HTTP status). The first class an
 # error is an instance of gives its status, so subclasses come before their bases.
 ERROR_STATUS: tuple[tuple[type[VersionsError], int], ...] = (
+    (UnknownField, 422),
     (PreflightFailed, 409),
     (PreconditionFailed, 412),
+    (PreconditionRequired, 428),
     (StaleWrite, 409),
     (NotFound, 404),
     (Forbidden, 403),
@@ -131,7 +135,11 @@ def install(api: NinjaAPI) -> None:
             return problem(api, request, {**body, **answer}, status)
         if isinstance(exc, StaleWrite):
             return error(request, status, exc.code, exc.message, current_sha256=exc.current_sha256)
-        extra = {"field": exc.field} if isinstance(exc, InvalidInput) and exc.field else {}
+        extra: dict[str, Any] = (
+            {"field": exc.field} if isinstance(exc, InvalidInput) and exc.field else {}
+        )
+        if isinstance(exc, UnknownField):
+            extra["suggestion"] = exc.suggestion
         response = error(request, status, exc.code, exc.message, **extra)
         if isinstance(exc, Unauthenticated):
             response["WWW-Authenticate"] = 'Bearer realm="versions"'

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from datetime import UTC, datetime
 from typing import Any
 
 from ninja import Field, Schema
@@ -12,6 +13,7 @@ from ninja.schema import DjangoGetter
 from pydantic import field_validator, model_validator
 
 from versions.models import COLLECTIONS
+from versions.strict import refuse_unknown
 
 PER_PAGE_DEFAULT = 50
 PER_PAGE_MAX = 200
@@ -203,9 +205,18 @@ class _JsonObject(Schema):
     @classmethod
     def _an_object(cls, data: Any) -> Any:
         # ninja hands the value over wrapped in its attribute getter.
-        if not isinstance(data._obj if isinstance(data, DjangoGetter) else data, dict):
+        given = data._obj if isinstance(data, DjangoGetter) else data
+        if not isinstance(given, dict):
             raise ValueError(NOT_AN_OBJECT)
+        # Strict (docs/api.md#strict-inputs): UnknownField is no ValueError, so pydantic lets it
+        # through to the error table (422 in words), before any field is looked at.
+        refuse_unknown(given, known_fields(cls))
         return data
+
+
+def known_fields(schema: type[Schema]) -> list[str]:
+    """The names a request may give for ``schema``'s fields (their aliases where they have one)."""
+    return [field.alias or name for name, field in schema.model_fields.items()]
 
 
 class ErrorOut(Schema):
@@ -222,7 +233,10 @@ class ErrorOut(Schema):
     current_sha256: str | None = Field(
         None, description="On stale_write and precondition_failed: the current hash."
     )
-    field: str | None = None
+    field: str | None = Field(None, description="The field at fault, when one is.")
+    suggestion: str | None = Field(
+        None, description="On unknown_field: the known field it resembles, or null."
+    )
     kind: str | None = Field(None, description="On preflight_failed: the receipt's kind.")
     restoredFromSet: str | None = Field(None, description="On preflight_failed.")
     written: int | None = Field(None, description="On preflight_failed: 0.")
@@ -345,12 +359,18 @@ class ChangeSetSummary(Schema):
     )
 
 
+NEXT_CURSOR_DESCRIPTION = (
+    "Pass it as cursor for the next page (also in the Link header, rel=next); null on the last."
+)
+
+
 class ChangeSetPage(Schema):
     app: str
-    page: int
+    page: int | None = Field(description="The page number; null for a keyset page.")
     per_page: int
     total: int
     next_page: int | None
+    next_cursor: str | None = Field(description=NEXT_CURSOR_DESCRIPTION)
     items: list[ChangeSetSummary]
 
 
@@ -385,10 +405,11 @@ class ArtifactHistory(Schema):
     app: str
     collection: str
     name: str
-    page: int
+    page: int | None = Field(description="The page number; null for a keyset page.")
     per_page: int
     total: int
     next_page: int | None
+    next_cursor: str | None = Field(description=NEXT_CURSOR_DESCRIPTION)
     items: list[HistoryPointOut]
 
 
@@ -491,17 +512,70 @@ class RestoreReceiptOut(Schema):
     )
 
 
-class PageQuery(Schema):
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,500}$"
+CURSOR_DESCRIPTION = (
+    "The next_cursor of the answer before, unchanged: the page after it, newest first, "
+    "in keyset order (docs/api.md#cursors). Given, page is ignored."
+)
+LIMIT_DESCRIPTION = "How many items (a keyset page: the answer carries next_cursor)."
+
+
+class _CursorQuery(Schema):
+    """Page numbers, or keyset cursors (docs/api.md#cursors)."""
+
     page: int = Field(1, ge=1, le=1_000_000)
     per_page: int = Field(PER_PAGE_DEFAULT, ge=1, le=PER_PAGE_MAX)
+    limit: int | None = Field(None, ge=1, le=PER_PAGE_MAX, description=LIMIT_DESCRIPTION)
+    cursor: str | None = Field(
+        None, description=CURSOR_DESCRIPTION, json_schema_extra=_rules(pattern=CURSOR_PATTERN)
+    )
+
+    @field_validator("cursor")
+    @classmethod
+    def _a_cursor(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(CURSOR_PATTERN[1:-1], value):
+            raise ValueError(NOT_A_CURSOR)
+        return value
+
+
+NOT_A_CURSOR = "cursor must be a next_cursor this API gave (letters, digits, - and _)."
+
+
+class PageQuery(_CursorQuery):
+    """A page of change sets, filtered by run, turn, writer and time."""
+
+    run_id: str | None = Field(
+        None, description="Only this run's sets.", json_schema_extra=ID_RULES
+    )
+    turn_id: str | None = Field(
+        None, description="Only this turn's sets.", json_schema_extra=ID_RULES
+    )
+    written_by: str | None = Field(
+        None,
+        description="Only sets with a point this principal wrote (as written_by says it).",
+        json_schema_extra=ID_RULES,
+    )
+    since: datetime | None = Field(None, description="Only sets created at or after (ISO 8601).")
+
+    @field_validator("run_id", "turn_id", "written_by")
+    @classmethod
+    def _no_nul(cls, value: str | None, info: Any) -> str | None:
+        return _clean_text(value, info.field_name)
+
+    @field_validator("since")
+    @classmethod
+    def _utc_unless_said(cls, value: datetime | None) -> datetime | None:
+        # A time without an offset is UTC, as every time the API answers is.
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
 
 
 HISTORY_PER_PAGE_MAX = 200
 
 
-class HistoryQuery(Schema):
-    page: int = Field(1, ge=1, le=1_000_000)
-    per_page: int = Field(PER_PAGE_DEFAULT, ge=1, le=HISTORY_PER_PAGE_MAX)
+class HistoryQuery(_CursorQuery):
+    """A page of an artifact's history."""
 
 
 class AtQuery(Schema):
@@ -515,7 +589,9 @@ class AtQuery(Schema):
     )
 
 
-ERRORS: dict[int, type[Schema]] = dict.fromkeys((400, 401, 403, 404, 409, 412, 413, 422), ErrorOut)
+ERRORS: dict[int, type[Schema]] = dict.fromkeys(
+    (400, 401, 403, 404, 409, 412, 413, 422, 428), ErrorOut
+)
 
 
 class PromoteIn(_JsonObject):

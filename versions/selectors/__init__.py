@@ -14,6 +14,7 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.members` — who has which role on an app;
 - :mod:`~versions.selectors.audit` — the audit trail: Activity, export, the chain's check;
 - :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks.
+- :mod:`~versions.selectors.paging` — keyset pages of newest-first lists (docs/api.md#cursors).
 """
 
 from versions.selectors.agent import (

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Exists, OuterRef, Sum
 
 from versions.errors import NotFound
 from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.selectors.paging import after, newest_first_page
 from versions.selectors.set_states import set_states
 
 PER_PAGE_DEFAULT = 50
@@ -123,19 +124,54 @@ def _summaries(sets: list[ChangeSet]) -> list[dict[str, Any]]:
 
 
 def list_change_sets(
-    app: App, *, page: int = 1, per_page: int = PER_PAGE_DEFAULT
+    app: App,
+    *,
+    page: int = 1,
+    per_page: int = PER_PAGE_DEFAULT,
+    cursor: str | None = None,
+    limit: int | None = None,
+    run_id: str | None = None,
+    turn_id: str | None = None,
+    written_by: str | None = None,
+    since: datetime | None = None,
 ) -> dict[str, Any]:
-    """One page of the app's change sets, newest first."""
-    rows = ChangeSet.objects.filter(app=app).select_related("app").order_by("-created_on", "-id")
+    """One page of the app's change sets, newest first: by page number, or after ``cursor``
+    when one is given or ``limit`` is (a keyset page, docs/api.md#cursors); only those of
+    ``run_id``, ``turn_id``, with a point ``written_by``, created at or after ``since``."""
+    rows = ChangeSet.objects.filter(app=app).select_related("app")
+    if run_id is not None:
+        rows = rows.filter(run_id=run_id)
+    if turn_id is not None:
+        rows = rows.filter(turn_id=turn_id)
+    if written_by is not None:
+        by = RestorePoint.objects.filter(change_set_id=OuterRef("pk"), written_by=written_by)
+        rows = rows.filter(Exists(by))
+    if since is not None:
+        rows = rows.filter(created_on__gte=since)
+    rows = rows.order_by("-created_on", "-id")
     total = rows.count()
+    if cursor is not None or limit is not None:
+        size = limit or per_page
+        sets, next_cursor = newest_first_page(rows, cursor=cursor, limit=size)
+        return {
+            "app": app.slug,
+            "page": None,
+            "per_page": size,
+            "total": total,
+            "next_page": None,
+            "next_cursor": next_cursor,
+            "items": _summaries(sets),
+        }
     start = (page - 1) * per_page
     sets = list(rows[start : start + per_page])
+    more = start + per_page < total
     return {
         "app": app.slug,
         "page": page,
         "per_page": per_page,
         "total": total,
-        "next_page": page + 1 if start + per_page < total else None,
+        "next_page": page + 1 if more else None,
+        "next_cursor": after(sets[-1]) if more and sets else None,
         "items": _summaries(sets),
     }
 

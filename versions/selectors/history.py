@@ -27,6 +27,7 @@ from versions.selectors.agent import (
     name_spellings,
     point_out,
 )
+from versions.selectors.paging import after, newest_first_page
 from versions.selectors.panel import blob_sources
 from versions.selectors.set_states import set_states
 from versions.selectors.states import NOT_STORED, PRUNED, state_at
@@ -96,9 +97,12 @@ def artifact_history(
     *,
     page: int = 1,
     per_page: int = HISTORY_PER_PAGE,
+    cursor: str | None = None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """One page of an artifact's restore points, newest first (each the state before a write:
-    who asked, who really wrote, which tool, the hashes and line counts)."""
+    who asked, who really wrote, which tool, the hashes and line counts): by page number, or
+    after ``cursor`` when one is given or ``limit`` is (docs/api.md#cursors)."""
     artifact = _artifact(app, collection, name)
     rows = (
         RestorePoint.objects.filter(artifact=artifact)
@@ -106,9 +110,19 @@ def artifact_history(
         .order_by("-created_on", "-id")
     )
     total = rows.count()
-    start = (page - 1) * per_page
+    if cursor is not None or limit is not None:
+        per_page = limit or per_page
+        points, next_cursor = newest_first_page(rows, cursor=cursor, limit=per_page)
+        page_number: int | None = None
+        more = False
+    else:
+        start = (page - 1) * per_page
+        points = list(rows[start : start + per_page])
+        more = start + per_page < total
+        next_cursor = after(points[-1]) if more and points else None
+        page_number = page
     items = []
-    for point in rows[start : start + per_page]:
+    for point in points:
         items.append(
             {
                 **history_point(point),
@@ -120,10 +134,11 @@ def artifact_history(
         "app": app.slug,
         "collection": collection,
         "name": name,
-        "page": page,
+        "page": page_number,
         "per_page": per_page,
         "total": total,
-        "next_page": page + 1 if start + per_page < total else None,
+        "next_page": page + 1 if more else None,
+        "next_cursor": next_cursor,
         "items": items,
     }
 

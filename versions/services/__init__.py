@@ -55,7 +55,7 @@ from versions.services.agent_writes import (
 )
 from versions.services.apps import (
     add_app,
-    rename_app,
+    change_app,
 )
 from versions.services.audit import (
     Someone,
@@ -140,7 +140,7 @@ __all__ = [
     "dump_app",
     "load_app",
     "add_app",
-    "rename_app",
+    "change_app",
     "revoke_app_token",
     "activity_scope",
     "Someone",

@@ -27,11 +27,11 @@ from django.db.models import Exists, OuterRef, Q
 
 from versions.errors import Forbidden, NotFound, Unauthenticated, VersionsError
 from versions.messages import (
+    APP_NOT_FOUND,
     NEEDS,
     NEEDS_ROLE,
     NO_VIEW,
     NO_WORKSPACE_ROLLBACK,
-    OUT_OF_SCOPE,
     TOKEN_CANNOT_PROMOTE,
     TOKEN_REFUSED,
 )
@@ -63,7 +63,6 @@ COMMAND = "command"
 USER = "user"
 TOKEN = "token"
 
-APP_NOT_FOUND = "There is no app “{slug}”."
 SET_NOT_FOUND = "There is no change set “{id}”."
 POINT_NOT_FOUND = "There is no restore point “{id}”."
 _SET_ID = re.compile(r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$")
@@ -180,19 +179,18 @@ class Actor:
         return self.may(VIEW, app)
 
     def check(self, action: str, app: App, *, missing: VersionsError | None = None) -> None:
-        """The whole access check of one action on one app: ``Forbidden`` outside a token's
-        apps, ``missing`` (default: the app's ``NotFound``) when the app does not exist for the
-        actor, ``Forbidden`` naming what it lacks otherwise."""
-        if not self.in_scope(app):
-            raise Forbidden(OUT_OF_SCOPE.format(slug=app.slug))
-        if not self.sees(app):
+        """The whole access check of one action on one app: ``missing`` (default: the app's
+        ``NotFound``) when the app does not exist for the actor — outside a token's apps too,
+        so that an id never tells another app's from none (docs/api.md#existence) —,
+        ``Forbidden`` naming what it lacks otherwise."""
+        if not self.in_scope(app) or not self.sees(app):
             raise missing or NotFound(APP_NOT_FOUND.format(slug=app.slug))
         self.require(action, app)
 
     def require(self, action: str, app: App) -> None:
         """Raise ``Forbidden`` in words unless the actor may do ``action`` on ``app``."""
         if not self.in_scope(app):
-            raise Forbidden(OUT_OF_SCOPE.format(slug=app.slug))
+            raise NotFound(APP_NOT_FOUND.format(slug=app.slug))
         if action == PROMOTE and self.token is not None and not self.token.can_promote:
             raise Forbidden(TOKEN_CANNOT_PROMOTE)
         if not self.may(action, app):

@@ -18,8 +18,10 @@ from versions.services.access import (
     Actor,
     app_for,
 )
+from versions.services.audit import record
 from versions.services.validation import check_new_app_slug
 from versions.terms import (
+    APP_SETTINGS_CHANGED,
     MANAGE,
     ROLE_FOR,
 )
@@ -67,3 +69,42 @@ def rename_app(app: App | str, name: object, *, actor: Actor | None = None) -> A
     found.name = _checked_name(name)
     App.objects.filter(pk=found.pk).update(name=found.name)
     return found
+
+
+@transaction.atomic
+def set_require_preconditions(app: App | str, required: bool, *, actor: Actor | None = None) -> App:
+    """Whether every artifact write through the agent API of ``app`` must carry a precondition
+    (docs/api.md#require-preconditions); needs ``manage`` on it, recorded when it changes."""
+    found = app_for(app, actor=actor, action=MANAGE)
+    required = bool(required)
+    # The row's value, not the instance's: a form may have set the instance already.
+    stored = App.objects.filter(pk=found.pk).values_list("require_preconditions", flat=True)
+    if stored.first() != required:
+        found.require_preconditions = required
+        App.objects.filter(pk=found.pk).update(require_preconditions=required)
+        record(
+            APP_SETTINGS_CHANGED,
+            actor=actor,
+            app=found,
+            details={"require_preconditions": required},
+        )
+    return found
+
+
+def change_app(
+    app: App | str,
+    *,
+    name: object = None,
+    require_preconditions: bool | None = None,
+    actor: Actor | None = None,
+) -> App:
+    """Change what an owner may change of ``app`` (its slug, in every address, never changes):
+    its display name, and whether agent writes must carry a precondition. ``None`` keeps a
+    setting as it is."""
+    with transaction.atomic():
+        found = app_for(app, actor=actor, action=MANAGE)
+        if name is not None:
+            found = rename_app(found, name, actor=actor)
+        if require_preconditions is not None:
+            found = set_require_preconditions(found, require_preconditions, actor=actor)
+        return found

@@ -14,6 +14,7 @@ from versions import conf, ids, rawsql
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, StaleWrite
 from versions.messages import (
+    APP_NOT_FOUND,
     ARTIFACT_NOT_FOUND,
     NAME_LOOKS_LIKE,
 )
@@ -37,7 +38,6 @@ from versions.terms import (
     WRITE,
 )
 
-APP_NOT_FOUND = "There is no app “{slug}”."
 STALE_WRITE = (
     "“{name}” changed since you read it: you expected {expected}, it is now {current}. "
     "Nothing was written; read it again and retry."

@@ -40,6 +40,9 @@ from django.db.models import F
 from versions import conf, ids
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.messages import (
+    APP_NOT_FOUND,
+)
 from versions.models import (
     API_ROUTE,
     App,
@@ -53,7 +56,10 @@ from versions.models import (
 )
 from versions.services import _restore_sql, _sql, retention, routes
 from versions.services._store import repoint_many
-from versions.services.access import APP_NOT_FOUND, Actor, principal
+from versions.services.access import (
+    Actor,
+    principal,
+)
 from versions.services.audit import Command, record
 from versions.services.receipts import (
     DRY_RUN as DRY_RUN_KIND,
