@@ -8,6 +8,8 @@ NAME = "name"
 RESTORE = "restore"
 PROMOTE = "promote"
 MANAGE = "manage"
+# Reviewing a change set (approve, request changes, comment): people only, never tokens.
+REVIEW = "review"
 # Writing artifacts: what agent tokens (and commands) do. A person writes by hand only in the
 # admin, and only where they manage the app (an owner could hold a token and write with it).
 WRITE = "write"
@@ -52,6 +54,14 @@ PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 PREFLIGHT_FAILED = "preflight_failed"
 PROMOTION_REFUSED = "promotion_refused"
+# Reviews, line comments and protection (docs/architecture.md#reviews).
+REVIEW_SUBMITTED = "review_submitted"
+COMMENT_ADDED = "comment_added"
+COMMENT_REPLIED = "comment_replied"
+THREAD_RESOLVED = "thread_resolved"
+THREAD_REOPENED = "thread_reopened"
+PROTECTION_CHANGED = "protection_changed"
+PROTECTION_OVERRIDDEN = "protection_overridden"
 
 # Each action in words, for the Activity tab (an action not listed shows as its name).
 ACTION_LABELS = {
@@ -76,4 +86,11 @@ ACTION_LABELS = {
     ROLLED_BACK: "Rolled back",
     PREFLIGHT_FAILED: "Restore refused",
     PROMOTION_REFUSED: "Promotion refused",
+    REVIEW_SUBMITTED: "Review submitted",
+    COMMENT_ADDED: "Comment added",
+    COMMENT_REPLIED: "Reply added",
+    THREAD_RESOLVED: "Thread resolved",
+    THREAD_REOPENED: "Thread reopened",
+    PROTECTION_CHANGED: "Protection changed",
+    PROTECTION_OVERRIDDEN: "Promoted anyway",
 }

@@ -13,7 +13,9 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.release` — the release and what changed since it;
 - :mod:`~versions.selectors.members` — who has which role on an app;
 - :mod:`~versions.selectors.audit` — the audit trail: Activity, export, the chain's check;
-- :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks.
+- :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks;
+- :mod:`~versions.selectors.reviews` — a set's reviews, threads and review state, and an app's
+  protection.
 """
 
 from versions.selectors.agent import (
@@ -122,6 +124,19 @@ from versions.selectors.release import (
     release_set,
     since_release,
 )
+from versions.selectors.reviews import (
+    APPROVED,
+    CHANGES_REQUESTED,
+    REVIEW_REQUIRED,
+    SetReview,
+    Thread,
+    comment_dict,
+    protection_of,
+    review_states,
+    reviews,
+    reviews_payload,
+    threads,
+)
 from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
 from versions.selectors.states import (
     ADDED,
@@ -140,6 +155,17 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "APPROVED",
+    "CHANGES_REQUESTED",
+    "REVIEW_REQUIRED",
+    "SetReview",
+    "Thread",
+    "comment_dict",
+    "protection_of",
+    "review_states",
+    "reviews",
+    "reviews_payload",
+    "threads",
     "ACTIVITY_PER_PAGE",
     "INTACT",
     "ChainCheck",

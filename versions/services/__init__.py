@@ -26,6 +26,7 @@ roles, flows and refs in :mod:`versions.terms`.
 - ``naming`` — names and the release mark;
 - ``reading`` — a person's comparison layout and Viewed marks (docs/architecture.md#reviewing);
 - ``retention`` — pruning and pins;
+- ``reviews`` — reviews, line comments and an app's protection (docs/architecture.md#reviews);
 - ``routes`` — the route-save path (docs/architecture.md#live-app);
 - ``tokens`` — agent tokens;
 - ``validation`` — what a name, collection or source must be.
@@ -113,6 +114,13 @@ from versions.services.restore import (
 from versions.services.revert import (
     revert_change_set,
 )
+from versions.services.reviews import (
+    add_comment,
+    reply,
+    resolve_thread,
+    set_protection,
+    submit_review,
+)
 from versions.services.routes import (
     RouteSpec,
     parse_route_spec,
@@ -130,6 +138,11 @@ from versions.services.validation import (
 )
 
 __all__ = [
+    "add_comment",
+    "reply",
+    "resolve_thread",
+    "set_protection",
+    "submit_review",
     "add_app",
     "rename_app",
     "revoke_app_token",

@@ -41,11 +41,12 @@ from versions.terms import (
     NAME,
     PROMOTE,
     RESTORE,
+    REVIEW,
     VIEW,
     WRITE,
 )
 
-ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
+ACTIONS = (VIEW, NAME, REVIEW, RESTORE, PROMOTE, MANAGE, WRITE)
 
 # The global Django permissions of docs/architecture.md#access (and
 # docs/architecture.md#environments): each means "this action on every app".
@@ -54,21 +55,23 @@ PERMISSIONS = {
     NAME: "versions.change_changeset",
     RESTORE: "versions.restore_changeset",
     PROMOTE: "versions.promote_deployment",
+    # Who may name sets everywhere may review them everywhere.
+    REVIEW: "versions.change_changeset",
 }
 
 # The actions of each role on its app (docs/architecture.md#access); each includes the ones before
 # it.
+_ROLE_ADDS = ((VIEW,), (NAME, REVIEW), (RESTORE,), (PROMOTE,), (MANAGE,))
 ROLE_ACTIONS: dict[str, frozenset[str]] = {}
 _granted: set[str] = set()
-for _role, _adds in zip(AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True):
-    _granted.add(_adds)
+for _role, _adds in zip(AppMembership.ROLES, _ROLE_ADDS, strict=True):
+    _granted.update(_adds)
     ROLE_ACTIONS[_role] = frozenset(_granted)
 # The least role that allows each action, to name it in a refusal.
 ROLE_FOR = {
     action: role
-    for role, action in zip(
-        AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True
-    )
+    for role, adds in zip(AppMembership.ROLES, _ROLE_ADDS, strict=True)
+    for action in adds
 }
 
 COMMAND = "command"
@@ -97,6 +100,7 @@ NEEDS = {
         "Ask an admin for the promote permission; nothing was changed."
     ),
     MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
+    REVIEW: "{who} may not review change sets of app “{slug}”; nothing was submitted.",
 }
 
 
