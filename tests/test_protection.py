@@ -134,3 +134,20 @@ def test_a_promoter_who_is_not_an_owner_cannot_promote_anyway(protected):
 def test_a_promotion_that_changes_nothing_asks_for_no_review(protected):
     dry = services.promote(protected, by="x", dry_run=True)
     assert dry.findings == [] and dry.message.startswith("Production already serves")
+
+
+def test_the_settings_page_is_for_owners_and_saves_protection(protected, client):
+    url = f"/apps/{protected.slug}/versions/settings/"
+    client.force_login(User.objects.get(username="olga"))
+    page = client.get(url)
+    assert page.status_code == 200
+    assert b"Required approvals" in page.content and b'value="1"' in page.content
+    saved = client.post(url, {"required_approvals": "2", "dismiss_stale": "on"})
+    assert saved.status_code == 302
+    protection = App.objects.get(pk=protected.pk).protection
+    assert (protection.required_approvals, protection.block_on_changes_requested) == (2, False)
+    refused = client.post(url, {"required_approvals": "9"})
+    assert refused.status_code == 422 and b"less than or equal to 5" in refused.content
+    assert App.objects.get(pk=protected.pk).protection.required_approvals == 2
+    client.force_login(person(protected, "pia", "promoter").user)
+    assert client.get(url).status_code == 403

@@ -73,6 +73,7 @@ urlpatterns = [
     path(f"{_APP}members/<int:membership_id>/role/", views.change_role, name="change_role"),
     path(f"{_APP}members/<int:membership_id>/remove/", views.remove_member, name="remove_member"),
     path(f"{_APP}activity/", views.app_activity, name="app_activity"),
+    path(f"{_APP}settings/", views.app_settings, name="app_settings"),
     path("versions/activity/", views.instance_activity, name="instance_activity"),
     path(f"{_APP}production/", views.production, name="production"),
     path(f"{_APP}production/promote/", views.promote, name="promote"),
