@@ -162,6 +162,10 @@ TOKEN_CANNOT_REVIEW = (
 )
 UNKNOWN_VERDICT = "A review's verdict is approve, request_changes or comment, not “{verdict}”."
 BODY_NOT_TEXT = "A review or comment body must be text."
+BODY_HAS_CONTROL = (
+    "A review or comment body cannot contain control characters other than line breaks and "
+    "tabs; nothing was submitted."
+)
 BODY_TOO_LONG = (
     "A review or comment body is at most {limit:,} characters; this one has {count:,}. "
     "Nothing was submitted."

@@ -310,6 +310,16 @@ class DescribeIn(_JsonObject):
     message: str = Field(description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES)
 
 
+class ReplyIn(_JsonObject):
+    """The body of POST /comments/{id}/replies: the agent's answer, in Markdown."""
+
+    body: str = Field(
+        description="Markdown, at most 10,000 characters; shown as the agent's.",
+        min_length=1,
+        json_schema_extra=_rules(maxLength=10_000, pattern=message_pattern),
+    )
+
+
 class DescribedOut(Schema):
     id: str
     app: str

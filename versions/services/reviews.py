@@ -20,6 +20,7 @@ from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.messages import (
     BAD_LINE,
     BAD_SIDE,
+    BODY_HAS_CONTROL,
     BODY_NOT_TEXT,
     BODY_TOO_LONG,
     COMMENT_BODY_EMPTY,
@@ -70,7 +71,8 @@ def clean_body(body: object, *, required: bool) -> str:
         raise InvalidInput(
             BODY_TOO_LONG.format(limit=Review.BODY_MAX, count=len(body)), field="body"
         )
-    body = "".join(c for c in body if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+    if any(c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cs") for c in body):
+        raise InvalidInput(BODY_HAS_CONTROL, field="body")
     if required and not body:
         raise InvalidInput(COMMENT_BODY_EMPTY, field="body")
     return body
@@ -202,12 +204,15 @@ def _comment_for(comment_id: object, actor: Actor, action: str) -> Comment:
     return found
 
 
-def reply(comment_id: str, *, body: str, actor: Actor) -> Comment:
+def reply(comment_id: str, *, body: str, actor: Actor, app: App | None = None) -> Comment:
     """Reply in the thread of ``comment_id``: people who may review, and agents (their reply
-    is marked as the agent's) on the apps their token reaches."""
+    is marked as the agent's) on the apps their token reaches. ``app``: the app the caller
+    is bound to (an MCP session's): a comment of another app is not found."""
     if actor.token is None:
         _person(actor)
     found = _comment_for(comment_id, actor, VIEW if actor.token is not None else REVIEW)
+    if app is not None and found.app_id != app.pk:
+        raise NotFound(COMMENT_NOT_FOUND.format(id=comment_id))
     root = found.thread or found
     text = clean_body(body, required=True)
     with transaction.atomic():
