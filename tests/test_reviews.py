@@ -264,3 +264,41 @@ def test_markdown_keeps_its_formatting_and_safe_links():
     assert "<strong>Bold</strong>" in html
     assert '<a href="https://example.com" rel="nofollow noopener noreferrer">docs</a>' in html
     assert "<li>one</li>" in html
+
+
+def test_the_set_page_shows_the_review_box_and_sanitised_reviews_and_submits(app, set_id, client):
+    rita = person(app, "rita")
+    services.submit_review(
+        set_id,
+        verdict="request_changes",
+        body='Fix it <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror="y()">',
+        actor=rita,
+    )
+    client.force_login(rita.user)
+    url = f"/apps/{app.slug}/versions/change-sets/{set_id}/"
+    page = client.get(url).content.decode()
+    assert "Submit review" in page and "Request changes" in page
+    assert "Changes requested" in page
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+    assert 'href="javascript' not in page and "<img" not in page
+    answer = client.post(url + "reviews/", {"verdict": "approve", "body": "**Good** now"})
+    assert answer.status_code == 302
+    page = client.get(url).content.decode()
+    assert "<strong>Good</strong>" in page and "Review required" not in page
+    too_long = client.post(url + "reviews/", {"verdict": "comment", "body": "x" * 10_001})
+    assert too_long.status_code == 422
+    assert messages.BODY_TOO_LONG.format(limit=10_000, count=10_001) in too_long.content.decode()
+
+
+def test_a_set_row_carries_its_review_status(app, set_id, client):
+    viewer = person(app, "vic", "viewer")
+    client.force_login(viewer.user)
+    page = client.get(f"/apps/{app.slug}/versions/").content.decode()
+    assert "Review required" in page
+    services.submit_review(set_id, verdict="approve", actor=person(app, "rita"))
+    page = client.get(f"/apps/{app.slug}/versions/").content.decode()
+    assert ">Approved<" in page
+    assert (
+        "Submit review"
+        not in client.get(f"/apps/{app.slug}/versions/change-sets/{set_id}/").content.decode()
+    )

@@ -32,6 +32,18 @@ urlpatterns = [
         views.revert_change_set,
         name="revert_change_set",
     ),
+    path(f"{_APP}change-sets/<str:set_id>/reviews/", views.submit_review, name="submit_review"),
+    path(f"{_APP}change-sets/<str:set_id>/comments/", views.add_comment, name="add_comment"),
+    path(
+        f"{_APP}change-sets/<str:set_id>/comments/<str:comment_id>/reply/",
+        views.reply,
+        name="reply",
+    ),
+    path(
+        f"{_APP}change-sets/<str:set_id>/comments/<str:comment_id>/resolve/",
+        views.resolve,
+        name="resolve",
+    ),
     path(f"{_APP}points/", views.restore_points, name="restore_points"),
     path(f"{_APP}points/<str:point_id>/", views.restore_point, name="restore_point"),
     path(f"{_APP}points/<str:point_id>/name/", views.name_point, name="name_point"),

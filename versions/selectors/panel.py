@@ -31,6 +31,7 @@ from versions.models import (
     RestorePoint,
 )
 from versions.selectors.agent import acted_on_by
+from versions.selectors.reviews import protection_of, review_states
 
 SETS_PER_PAGE = 25
 POINTS_PER_PAGE = 50
@@ -124,6 +125,15 @@ def attach_tools(sets: list[ChangeSet]) -> None:
         s.tools = sorted(tools[s.id])  # type: ignore[attr-defined]
 
 
+def attach_review_states(app: App, sets: list[ChangeSet]) -> None:
+    """Give each agent's set ``review`` (its review state under the app's protection, for the
+    row's status); restore sets are people's own actions and carry none."""
+    changes = [s for s in sets if s.kind == ChangeSet.CHANGE]
+    found = review_states([s.id for s in changes], protection_of(app)) if changes else {}
+    for s in sets:
+        s.review = found.get(s.id)  # type: ignore[attr-defined]
+
+
 def change_set_page(app: App, page: int | str | None) -> Page:
     """One page of the app's change sets, newest first, with totals and tools."""
     qs = with_totals(ChangeSet.objects.filter(app=app).order_by("-created_on", "-id"))
@@ -132,6 +142,7 @@ def change_set_page(app: App, page: int | str | None) -> Page:
     sets = list(page_obj.object_list)
     attach_tools(sets)
     attach_artifacts(sets)
+    attach_review_states(app, sets)
     page_obj.object_list = sets
     return page_obj
 
@@ -144,6 +155,7 @@ def change_set_row(app: App, set_id: str) -> ChangeSet:
     cs.app = app
     attach_tools([cs])
     attach_artifacts([cs])
+    attach_review_states(app, [cs])
     return cs
 
 
@@ -716,6 +728,7 @@ def search_change_sets(app: App, query: SetQuery, page: int | str | None = 1) ->
     sets = list(with_totals(ChangeSet.objects.filter(pk__in=ids)).order_by("-created_on", "-id"))
     attach_tools(sets)
     attach_artifacts(sets)
+    attach_review_states(app, sets)
     return SetSearchPage(sets, number, has_next)
 
 

@@ -88,25 +88,14 @@ class SetReview:
 def review_states(
     set_ids: Iterable[str], protection: AppProtection | None = None
 ) -> dict[str, SetReview]:
-    """The review state of each set (three queries whatever the number of sets)."""
+    """The review state of each set: one query, and two more when some set was approved,
+    whatever the number of sets."""
     wanted = list(dict.fromkeys(set_ids))
     if not wanted:
         return {}
     required = protection.required_approvals if protection is not None else 0
     dismiss = protection.dismiss_stale if protection is not None else True
     blocks = protection.block_on_changes_requested if protection is not None else True
-    points: dict[str, set[str]] = {s: set() for s in wanted}
-    requested: dict[str, set[str]] = {s: set() for s in wanted}
-    written: dict[str, set[str]] = {s: set() for s in wanted}
-    for set_id, point_id, req, wrote in RestorePoint.objects.filter(
-        change_set_id__in=wanted
-    ).values_list("change_set_id", "id", "requested_by", "written_by"):
-        points[set_id].add(point_id)
-        requested[set_id].add(req)
-        written[set_id].add(wrote)
-    pruned = dict(ChangeSet.objects.filter(pk__in=wanted).values_list("pk", "pruned"))
-    for set_id, entries in pruned.items():  # pruned points were part of the set all the same
-        points[set_id].update(str(e.get("pointId")) for e in entries or [])
     latest: dict[tuple[str, str], tuple[str, list[str]]] = {}
     for set_id, author, verdict, reviewed in (
         Review.objects.filter(change_set_id__in=wanted)
@@ -115,6 +104,21 @@ def review_states(
         .values_list("change_set_id", "author_name", "verdict", "points")
     ):
         latest[(set_id, author)] = (verdict, reviewed or [])
+    # Points and authors only of the sets someone approved (most rows have no review).
+    approved = {key[0] for key, (verdict, _) in latest.items() if verdict == Review.APPROVE}
+    points: dict[str, set[str]] = {s: set() for s in approved}
+    requested: dict[str, set[str]] = {s: set() for s in approved}
+    written: dict[str, set[str]] = {s: set() for s in approved}
+    if approved:
+        for set_id, point_id, req, wrote in RestorePoint.objects.filter(
+            change_set_id__in=approved
+        ).values_list("change_set_id", "id", "requested_by", "written_by"):
+            points[set_id].add(point_id)
+            requested[set_id].add(req)
+            written[set_id].add(wrote)
+        pruned = ChangeSet.objects.filter(pk__in=approved).values_list("pk", "pruned")
+        for set_id, entries in pruned:  # pruned points were part of the set all the same
+            points[set_id].update(str(e.get("pointId")) for e in entries or [])
     out = {s: SetReview(s, required=required, blocks=blocks) for s in wanted}
     for (set_id, author), (verdict, reviewed) in latest.items():
         state = out[set_id]

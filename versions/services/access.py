@@ -246,12 +246,15 @@ class Actor:
                 "can_restore": restores_everywhere(self),
                 "can_manage": False,
                 "can_promote": False,
+                "can_review": False,
             }
         return {
             "can_change": self.may(NAME, app),
             "can_restore": self.may(RESTORE, app),
             "can_manage": self.may(MANAGE, app),
             "can_promote": self.may(PROMOTE, app),
+            # Reviews are people's: a token never reviews.
+            "can_review": self.token is None and self.may(REVIEW, app),
         }
 
 

@@ -236,11 +236,16 @@ def reply(comment_id: str, *, body: str, actor: Actor, app: App | None = None) -
     return comment
 
 
-def resolve_thread(comment_id: str, *, resolved: bool = True, actor: Actor) -> Comment:
+def resolve_thread(
+    comment_id: str, *, resolved: bool = True, actor: Actor, app: App | None = None
+) -> Comment:
     """``Resolve`` (or, with ``resolved=False``, ``Reopen``) the thread of ``comment_id``:
-    people who may review only."""
+    people who may review only. ``app``: the app the caller names (another's comment is not
+    found)."""
     _person(actor)
     found = _comment_for(comment_id, actor, REVIEW)
+    if app is not None and found.app_id != app.pk:
+        raise NotFound(COMMENT_NOT_FOUND.format(id=comment_id))
     root = found.thread or found
     with transaction.atomic():
         root.resolved = resolved

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -13,6 +13,7 @@ from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
 from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import build_diff, prepare
+from versions.views.reviews import reviews_context
 from versions.workspace import log_sets
 
 
@@ -127,6 +128,7 @@ def change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     if is_fragment(request):
         return render(request, "versions/partials/_set_expanded.html", ctx)
     ctx["tab"] = "sets"
+    ctx.update(reviews_context(request, app, cast(ChangeSet, ctx["cs"])))
     return render(request, "versions/set_page.html", ctx)
 
 
