@@ -151,3 +151,23 @@ def test_the_settings_page_is_for_owners_and_saves_protection(protected, client)
     assert App.objects.get(pk=protected.pk).protection.required_approvals == 2
     client.force_login(person(protected, "pia", "promoter").user)
     assert client.get(url).status_code == 403
+
+
+def test_the_promote_dialog_names_what_protection_needs_and_an_owner_promotes_anyway(
+    protected, client
+):
+    set_id = turn(protected, "v2\n", "second")
+    before = production(protected)
+    url = f"/apps/{protected.slug}/versions/production/promote/"
+    client.force_login(person(protected, "pia", "promoter").user)
+    dialog = client.get(url, {"ref": "draft"}).content.decode()
+    assert "Protection still needs reviews of 1 change set" in dialog and set_id in dialog
+    assert "Promote anyway" not in dialog and "Confirm promotion" not in dialog
+    refused = client.post(url, {"ref": "draft"})
+    assert refused.status_code == 409 and production(protected) == before
+    assert "needs 1 more approval" in refused.content.decode()
+    client.force_login(User.objects.get(username="olga"))
+    dialog = client.get(url, {"ref": "draft"}).content.decode()
+    assert "Promote anyway" in dialog and 'name="override_reason"' in dialog
+    done = client.post(url, {"ref": "draft", "override_reason": "Hotfix"})
+    assert done.status_code == 302 and production(protected) != before
