@@ -171,3 +171,16 @@ def test_the_promote_dialog_names_what_protection_needs_and_an_owner_promotes_an
     assert "Promote anyway" in dialog and 'name="override_reason"' in dialog
     done = client.post(url, {"ref": "draft", "override_reason": "Hotfix"})
     assert done.status_code == 302 and production(protected) != before
+
+
+def test_a_token_that_may_promote_is_bound_by_protection_and_never_overrides(protected):
+    from versions.services.tokens import create_agent_token
+
+    turn(protected, "v2\n", "second")
+    _, row = create_agent_token("olga", [protected.slug], can_promote=True)
+    token = services.actor_for_token(row)
+    with pytest.raises(PreflightFailed):
+        services.promote(protected, actor=token)
+    with pytest.raises(Forbidden):
+        services.promote(protected, actor=token, override_reason="trust me")
+    assert AuditEvent.objects.filter(action="protection_overridden").count() == 0
