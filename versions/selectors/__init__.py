@@ -92,6 +92,7 @@ from versions.selectors.panel import (
     app_point,
     artifact_shas,
     attach_artifacts,
+    attach_review_states,
     attach_tools,
     blob_sources,
     change_set_page,
@@ -155,6 +156,7 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "attach_review_states",
     "APPROVED",
     "CHANGES_REQUESTED",
     "REVIEW_REQUIRED",

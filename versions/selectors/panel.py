@@ -127,7 +127,8 @@ def attach_tools(sets: list[ChangeSet]) -> None:
 
 def attach_review_states(app: App, sets: list[ChangeSet]) -> None:
     """Give each agent's set ``review`` (its review state under the app's protection, for the
-    row's status); restore sets are people's own actions and carry none."""
+    row's status); restore sets are people's own actions and carry none. The panel's rows ask
+    for it (two queries a page); other readers of sets do not pay for it."""
     changes = [s for s in sets if s.kind == ChangeSet.CHANGE]
     found = review_states([s.id for s in changes], protection_of(app)) if changes else {}
     for s in sets:
@@ -142,7 +143,6 @@ def change_set_page(app: App, page: int | str | None) -> Page:
     sets = list(page_obj.object_list)
     attach_tools(sets)
     attach_artifacts(sets)
-    attach_review_states(app, sets)
     page_obj.object_list = sets
     return page_obj
 
@@ -155,7 +155,6 @@ def change_set_row(app: App, set_id: str) -> ChangeSet:
     cs.app = app
     attach_tools([cs])
     attach_artifacts([cs])
-    attach_review_states(app, [cs])
     return cs
 
 
@@ -728,7 +727,6 @@ def search_change_sets(app: App, query: SetQuery, page: int | str | None = 1) ->
     sets = list(with_totals(ChangeSet.objects.filter(pk__in=ids)).order_by("-created_on", "-id"))
     attach_tools(sets)
     attach_artifacts(sets)
-    attach_review_states(app, sets)
     return SetSearchPage(sets, number, has_next)
 
 
