@@ -57,12 +57,13 @@ def test_every_path_parameter_states_its_rule(document):
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path":
                     seen.setdefault(parameter["name"], parameter["schema"])
-    assert set(seen) == {"slug", "collection", "name", "set_id", "point_id"}
+    assert set(seen) == {"slug", "collection", "name", "set_id", "point_id", "comment_id"}
     assert seen["collection"]["enum"] == list(COLLECTIONS)
     assert seen["slug"]["pattern"] == schemas.SLUG_PATTERN
     assert seen["name"]["maxLength"] == 200 and seen["name"]["minLength"] == 1
     assert re.fullmatch(seen["set_id"]["pattern"], "cs_rp_mx4rvs9s_efw70pvk")
     assert re.fullmatch(seen["point_id"]["pattern"], "rp_mx4rvs9s_efw70pvk")
+    assert re.fullmatch(seen["comment_id"]["pattern"], "cm_mx4rvs9s_efw70pvk")
 
 
 def test_bodies_state_their_rules_and_the_error_statuses_say_what_they_mean(document):

@@ -37,6 +37,8 @@ TOOLS = {
     "artifact_history",
     "diff_change_set",
     "list_deployments",
+    "list_reviews",
+    "reply_to_comment",
 }
 
 

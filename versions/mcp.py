@@ -99,6 +99,8 @@ TITLES = {
     "revert_change_set": "Revert this set",
     "list_deployments": "Production and its deployments",
     "promote": "Promote to production",
+    "list_reviews": "A change set's reviews and comments",
+    "reply_to_comment": "Reply to a comment",
 }
 RESOURCE_TEMPLATE = "versions://{slug}/{collection}/{name}"
 
@@ -503,6 +505,36 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             return selectors.production_overview(app)
 
         return call(body)
+
+    @server.tool(annotations=read_only)
+    def list_reviews(
+        set_id: Annotated[str, Field(description="The change set: cs_… or rs_….")],
+    ) -> CallToolResult:
+        """What people said of a change set: its review state (Approved, Changes requested,
+        Review required), each review (verdict, body, stale) and each line comment thread
+        with its anchor (artifact, side, line) and replies. Answer a thread with
+        reply_to_comment."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            return selectors.reviews_payload(selectors.change_set_row(app, set_id))
+
+        return call(body, set_id)
+
+    @server.tool(annotations=ToolAnnotations(open_world_hint=False))
+    def reply_to_comment(
+        comment_id: Annotated[str, Field(description="A comment of the thread: cm_….")],
+        body: Annotated[str, Field(description="Markdown, at most 10,000 characters.")],
+    ) -> CallToolResult:
+        """Reply in a line comment's thread (shown as the agent's). Agents never review or
+        resolve threads: a person does."""
+
+        def run() -> dict[str, Any]:
+            actor, app = authorise()
+            comment = services.reply(comment_id, body=body, actor=actor, app=app)
+            return selectors.comment_dict(comment) | {"thread": comment.thread_id}
+
+        return call(run, comment_id, body)
 
     if _may(authorise, PROMOTE):
         # Only a token that may promote this app sees the tool at all: made --can-promote, and

@@ -208,3 +208,38 @@ LOAD_UNKNOWN_VERSION = (
 
 # access
 APP_NOT_FOUND = "There is no app “{slug}”."
+
+# reviews (docs/architecture.md#reviews)
+TOKEN_CANNOT_REVIEW = (
+    "Agent tokens never review: reviews, line comments and resolving threads are for people "
+    "with the role “reviewer” (or higher). An agent may read reviews and reply to comments. "
+    "Nothing was submitted."
+)
+UNKNOWN_VERDICT = "A review's verdict is approve, request_changes or comment, not “{verdict}”."
+BODY_NOT_TEXT = "A review or comment body must be text."
+BODY_HAS_CONTROL = (
+    "A review or comment body cannot contain control characters other than line breaks and "
+    "tabs; nothing was submitted."
+)
+BODY_TOO_LONG = (
+    "A review or comment body is at most {limit:,} characters; this one has {count:,}. "
+    "Nothing was submitted."
+)
+COMMENT_BODY_EMPTY = "A comment needs a body; nothing was submitted."
+REVIEW_BODY_NEEDED = (
+    "Requesting changes or commenting needs a body saying what; nothing was submitted."
+)
+COMMENT_NOT_FOUND = "There is no comment “{id}”."
+BAD_SIDE = "A line comment is on the “before” or “after” side of a diff, not “{side}”."
+BAD_LINE = "A line comment names a line from 1 to {count} of that side; {line} is not one."
+NOT_IN_SET = (
+    "Change set “{set}” did not change {collection} “{name}”: there is no diff line to comment on."
+)
+SIDE_NOT_AVAILABLE = "That side of {collection} “{name}” is not available in this set: {reason}"
+OVERRIDE_NOT_OWNER = (
+    "Only an owner of app “{slug}” may promote anyway past its protection. Nothing was promoted."
+)
+OVERRIDE_REASON_NEEDED = (
+    "Promoting anyway needs a reason (at most 500 characters); nothing was promoted."
+)
+PROTECTION_BAD_APPROVALS = "Required approvals is a whole number from 0 to 5."

@@ -1172,3 +1172,130 @@ class ViewedMark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} viewed {self.key}"
+
+
+class AppProtection(models.Model):
+    """What promoting an app to production needs from its reviews
+    (docs/architecture.md#protection); an app without a row keeps the defaults (no approvals
+    required)."""
+
+    MAX_APPROVALS = 5
+
+    app = models.OneToOneField(
+        App, on_delete=models.CASCADE, primary_key=True, related_name="protection"
+    )
+    required_approvals = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Approvals (0-5) each change set needs from people other than its authors "
+        "before it may go to production; 0: no review is required.",
+    )
+    block_on_changes_requested = models.BooleanField(
+        default=True, help_text="An open change request keeps the set out of production."
+    )
+    dismiss_stale = models.BooleanField(
+        default=True, help_text="Approvals given before later writes joined the set do not count."
+    )
+    updated_on = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(required_approvals__lte=5), name="protection_approvals_0_5"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"protection of {self.app_id}"
+
+
+class Review(models.Model):
+    """A person's review of a change set as it was (its point ids then): an approval, a change
+    request or a comment, with a Markdown body (docs/architecture.md#reviews)."""
+
+    APPROVE = "approve"
+    REQUEST_CHANGES = "request_changes"
+    COMMENT = "comment"
+    VERDICTS = (APPROVE, REQUEST_CHANGES, COMMENT)
+    VERDICT_CHOICES = [
+        (APPROVE, "Approve"),
+        (REQUEST_CHANGES, "Request changes"),
+        (COMMENT, "Comment"),
+    ]
+    BODY_MAX = 10_000
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="rv_<ms base36>_<8 chars>.")
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
+    change_set = models.ForeignKey(ChangeSet, on_delete=models.CASCADE, related_name="reviews")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150, help_text="The author's username then.")
+    verdict = models.CharField(max_length=20, choices=VERDICT_CHOICES)
+    body = models.TextField(blank=True, help_text="Markdown, at most 10,000 characters.")
+    created_on = models.DateTimeField()
+    points = models.JSONField(default=list, help_text="The set's point ids when reviewed.")
+
+    class Meta:
+        ordering = ["change_set", "created_on", "id"]
+        indexes = [models.Index(fields=["app", "created_on"], name="review_app_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(verdict__in=["approve", "request_changes", "comment"]),
+                name="review_known_verdict",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Comment(models.Model):
+    """A line comment on a change set's diff, anchored to (artifact, side, blob, line), or a
+    reply in its thread (``thread`` set; no anchor of its own)."""
+
+    BEFORE = "before"
+    AFTER = "after"
+    SIDE_CHOICES = [(BEFORE, "Before"), (AFTER, "After")]
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="cm_<ms base36>_<8 chars>.")
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
+    change_set = models.ForeignKey(ChangeSet, on_delete=models.CASCADE, related_name="comments")
+    thread = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="replies",
+        help_text="The thread's first comment, for a reply.",
+    )
+    artifact = models.ForeignKey(
+        Artifact, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    side = models.CharField(max_length=6, choices=SIDE_CHOICES, blank=True)
+    blob_sha256 = models.CharField(max_length=64, blank=True, help_text='"" for an absent side.')
+    line = models.PositiveIntegerField(null=True, blank=True, help_text="1-based.")
+    line_text = models.TextField(blank=True, help_text="The anchored line as it read then.")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=400, help_text="user:<name> or token:<prefix>… of …")
+    by_agent = models.BooleanField(default=False, help_text="Written through an agent token.")
+    body = models.TextField(help_text="Markdown, at most 10,000 characters.")
+    created_on = models.DateTimeField()
+    resolved = models.BooleanField(default=False)
+    resolved_by = models.CharField(max_length=150, blank=True)
+    resolved_on = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_on", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(thread__isnull=False)
+                | (Q(artifact__isnull=False) & Q(side__in=["before", "after"]) & Q(line__gte=1)),
+                name="comment_anchored_or_reply",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id

@@ -10,6 +10,8 @@ NAME = "name"
 RESTORE = "restore"
 PROMOTE = "promote"
 MANAGE = "manage"
+# Reviewing a change set (approve, request changes, comment): people only, never tokens.
+REVIEW = "review"
 # Writing artifacts: what agent tokens (and commands) do. A person writes by hand only in the
 # admin, and only where they manage the app (an owner could hold a token and write with it).
 WRITE = "write"
@@ -59,6 +61,14 @@ APP_DUMPED = "app_dumped"
 APP_LOADED = "app_loaded"
 # An app's settings.
 APP_SETTINGS_CHANGED = "app_settings_changed"
+# Reviews, line comments and protection (docs/architecture.md#reviews).
+REVIEW_SUBMITTED = "review_submitted"
+COMMENT_ADDED = "comment_added"
+COMMENT_REPLIED = "comment_replied"
+THREAD_RESOLVED = "thread_resolved"
+THREAD_REOPENED = "thread_reopened"
+PROTECTION_CHANGED = "protection_changed"
+PROTECTION_OVERRIDDEN = "protection_overridden"
 
 # Each action in words, for the Activity tab (an action not listed shows as its name).
 ACTION_LABELS = {
@@ -86,14 +96,24 @@ ACTION_LABELS = {
     PROMOTION_REFUSED: "Promotion refused",
     APP_DUMPED: "App dumped to an archive",
     APP_LOADED: "App loaded from an archive",
+    REVIEW_SUBMITTED: "Review submitted",
+    COMMENT_ADDED: "Comment added",
+    COMMENT_REPLIED: "Reply added",
+    THREAD_RESOLVED: "Thread resolved",
+    THREAD_REOPENED: "Thread reopened",
+    PROTECTION_CHANGED: "Protection changed",
+    PROTECTION_OVERRIDDEN: "Promoted anyway",
 }
 
 # The least role that allows each action, to name it in a refusal.
 ROLE_FOR = {
     action: role
-    for role, action in zip(
-        AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True
+    for role, adds in zip(
+        AppMembership.ROLES,
+        ((VIEW,), (NAME, REVIEW), (RESTORE,), (PROMOTE,), (MANAGE,)),
+        strict=True,
     )
+    for action in adds
 }
 
 # The global Django permissions of docs/architecture.md#access (and
@@ -103,6 +123,8 @@ PERMISSIONS = {
     NAME: "versions.change_changeset",
     RESTORE: "versions.restore_changeset",
     PROMOTE: "versions.promote_deployment",
+    # Who may name sets everywhere may review them everywhere.
+    REVIEW: "versions.change_changeset",
 }
 
 # release

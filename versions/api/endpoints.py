@@ -42,6 +42,7 @@ from versions.api.schemas import (
     PageQuery,
     PointDetail,
     PromoteIn,
+    ReplyIn,
     RestorePointIn,
     RestoreReceiptOut,
     RestoreSetIn,
@@ -585,6 +586,28 @@ def get_change_set_diff(
 ) -> Any:
     change_set = services.set_for(set_id, actor=_actor(request))
     return HttpResponse(selectors.set_diff(change_set, view), content_type=DIFF_MEDIA_TYPE)
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/change-sets/{set_id}/reviews",
+    response={200: dict[str, Any], **ERRORS},
+    summary="A change set's review state, its reviews and its line comment threads (anchors)",
+    tags=["change sets", "reviews"],
+)
+def get_change_set_reviews(request: HttpRequest, set_id: str) -> Any:
+    return selectors.reviews_payload(services.set_for(set_id, actor=_actor(request)))
+
+
+@api.post(
+    "/comments/{comment_id}/replies",
+    response={201: dict[str, Any], **ERRORS},
+    summary="Reply to a line comment's thread (marked as the agent's)",
+    tags=["reviews"],
+)
+def post_comment_reply(request: HttpRequest, comment_id: str, body: ReplyIn) -> Any:
+    comment = services.reply(comment_id, body=body.body, actor=_actor(request))
+    return 201, selectors.comment_dict(comment) | {"thread": comment.thread_id}
 
 
 @api.api_operation(

@@ -33,6 +33,7 @@ SHA256_DESCRIPTION = (
 SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
 SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+COMMENT_ID_PATTERN = r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$"
 DEPLOYMENT_ID_PATTERN = r"^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
 REF_MAX = 64
@@ -154,6 +155,7 @@ def path_parameter_rules() -> dict[str, dict[str, Any]]:
         },
         "set_id": {"type": "string", "pattern": SET_ID_PATTERN},
         "point_id": {"type": "string", "pattern": POINT_ID_PATTERN},
+        "comment_id": {"type": "string", "pattern": COMMENT_ID_PATTERN},
     }
 
 
@@ -322,6 +324,16 @@ class DescribeIn(_JsonObject):
     """The body of PATCH /change-sets/{id}: the set's message."""
 
     message: str = Field(description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES)
+
+
+class ReplyIn(_JsonObject):
+    """The body of POST /comments/{id}/replies: the agent's answer, in Markdown."""
+
+    body: str = Field(
+        description="Markdown, at most 10,000 characters; shown as the agent's.",
+        min_length=1,
+        json_schema_extra=_rules(maxLength=10_000, pattern=message_pattern),
+    )
 
 
 class DescribedOut(Schema):

@@ -13,8 +13,10 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.release` — the release and what changed since it;
 - :mod:`~versions.selectors.members` — who has which role on an app;
 - :mod:`~versions.selectors.audit` — the audit trail: Activity, export, the chain's check;
-- :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks.
-- :mod:`~versions.selectors.paging` — keyset pages of newest-first lists (docs/api.md#cursors).
+- :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks;
+- :mod:`~versions.selectors.paging` — keyset pages of newest-first lists (docs/api.md#cursors);
+- :mod:`~versions.selectors.reviews` — a set's reviews, threads and review state, and an app's
+  protection.
 """
 
 from versions.selectors.agent import (
@@ -94,6 +96,7 @@ from versions.selectors.panel import (
     app_point,
     artifact_shas,
     attach_artifacts,
+    attach_review_states,
     attach_tools,
     blob_sources,
     change_set_page,
@@ -126,6 +129,19 @@ from versions.selectors.release import (
     release_set,
     since_release,
 )
+from versions.selectors.reviews import (
+    APPROVED,
+    CHANGES_REQUESTED,
+    REVIEW_REQUIRED,
+    SetReview,
+    Thread,
+    comment_dict,
+    protection_of,
+    review_states,
+    reviews,
+    reviews_payload,
+    threads,
+)
 from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
 from versions.selectors.states import (
     ADDED,
@@ -144,6 +160,18 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "attach_review_states",
+    "APPROVED",
+    "CHANGES_REQUESTED",
+    "REVIEW_REQUIRED",
+    "SetReview",
+    "Thread",
+    "comment_dict",
+    "protection_of",
+    "review_states",
+    "reviews",
+    "reviews_payload",
+    "threads",
     "ACTIVITY_PER_PAGE",
     "INTACT",
     "ChainCheck",

@@ -31,6 +31,7 @@ from versions.models import (
     RestorePoint,
 )
 from versions.selectors.agent import acted_on_by
+from versions.selectors.reviews import protection_of, review_states
 
 SETS_PER_PAGE = 25
 POINTS_PER_PAGE = 50
@@ -122,6 +123,16 @@ def attach_tools(sets: list[ChangeSet]) -> None:
                 tools[set_id].add(tool)
     for s in sets:
         s.tools = sorted(tools[s.id])  # type: ignore[attr-defined]
+
+
+def attach_review_states(app: App, sets: list[ChangeSet]) -> None:
+    """Give each agent's set ``review`` (its review state under the app's protection, for the
+    row's status); restore sets are people's own actions and carry none. The panel's rows ask
+    for it (two queries a page); other readers of sets do not pay for it."""
+    changes = [s for s in sets if s.kind == ChangeSet.CHANGE]
+    found = review_states([s.id for s in changes], protection_of(app)) if changes else {}
+    for s in sets:
+        s.review = found.get(s.id)  # type: ignore[attr-defined]
 
 
 def change_set_page(app: App, page: int | str | None) -> Page:

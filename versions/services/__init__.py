@@ -27,6 +27,7 @@ roles, flows and refs in :mod:`versions.terms`.
 - ``portable`` — one app's whole history to an archive and back (docs/operations.md#dump-load);
 - ``reading`` — a person's comparison layout and Viewed marks (docs/architecture.md#reviewing);
 - ``retention`` — pruning and pins;
+- ``reviews`` — reviews, line comments and an app's protection (docs/architecture.md#reviews);
 - ``routes`` — the route-save path (docs/architecture.md#live-app);
 - ``tokens`` — agent tokens;
 - ``validation`` — what a name, collection or source must be.
@@ -117,6 +118,13 @@ from versions.services.restore import (
 from versions.services.revert import (
     revert_change_set,
 )
+from versions.services.reviews import (
+    add_comment,
+    reply,
+    resolve_thread,
+    set_protection,
+    submit_review,
+)
 from versions.services.routes import (
     RouteSpec,
     parse_route_spec,
@@ -139,6 +147,11 @@ __all__ = [
     "validate_optional_id",
     "dump_app",
     "load_app",
+    "add_comment",
+    "reply",
+    "resolve_thread",
+    "set_protection",
+    "submit_review",
     "add_app",
     "change_app",
     "revoke_app_token",

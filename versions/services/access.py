@@ -43,20 +43,22 @@ from versions.terms import (
     PERMISSIONS,
     PROMOTE,
     RESTORE,
+    REVIEW,
     ROLE_FOR,
     VIEW,
     WRITE,
 )
 
-ACTIONS = (VIEW, NAME, RESTORE, PROMOTE, MANAGE, WRITE)
+ACTIONS = (VIEW, NAME, REVIEW, RESTORE, PROMOTE, MANAGE, WRITE)
 
 
 # The actions of each role on its app (docs/architecture.md#access); each includes the ones before
 # it.
+_ROLE_ADDS = ((VIEW,), (NAME, REVIEW), (RESTORE,), (PROMOTE,), (MANAGE,))
 ROLE_ACTIONS: dict[str, frozenset[str]] = {}
 _granted: set[str] = set()
-for _role, _adds in zip(AppMembership.ROLES, (VIEW, NAME, RESTORE, PROMOTE, MANAGE), strict=True):
-    _granted.add(_adds)
+for _role, _adds in zip(AppMembership.ROLES, _ROLE_ADDS, strict=True):
+    _granted.update(_adds)
     ROLE_ACTIONS[_role] = frozenset(_granted)
 
 COMMAND = "command"
@@ -210,12 +212,15 @@ class Actor:
                 "can_restore": restores_everywhere(self),
                 "can_manage": False,
                 "can_promote": False,
+                "can_review": False,
             }
         return {
             "can_change": self.may(NAME, app),
             "can_restore": self.may(RESTORE, app),
             "can_manage": self.may(MANAGE, app),
             "can_promote": self.may(PROMOTE, app),
+            # Reviews are people's: a token never reviews.
+            "can_review": self.token is None and self.may(REVIEW, app),
         }
 
 

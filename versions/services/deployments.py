@@ -22,15 +22,28 @@ from typing import Any
 
 from django.db.models import F
 
-from versions import terms
-from versions.errors import Conflict, InvalidInput, NotFound
-from versions.messages import PRODUCTION_STILL_SERVES
-from versions.models import API_ROUTE, App, Deployment, DeploymentEntry, DeploymentEvent
+from versions import selectors, terms
+from versions.errors import Conflict, Forbidden, InvalidInput, NotFound
+from versions.messages import (
+    OVERRIDE_NOT_OWNER,
+    OVERRIDE_REASON_NEEDED,
+    PRODUCTION_STILL_SERVES,
+)
+from versions.models import (
+    API_ROUTE,
+    App,
+    ChangeSet,
+    Deployment,
+    DeploymentEntry,
+    DeploymentEvent,
+    RestorePoint,
+)
 from versions.services import engine
 from versions.services import refs as states
 from versions.services.access import (
     Actor,
 )
+from versions.services.audit import Command, record
 from versions.services.capture import resolve_app
 from versions.services.engine import Move, MovePlan, Request, Subject
 from versions.services.receipts import (
@@ -44,7 +57,9 @@ from versions.services.receipts import (
 )
 from versions.services.routes import parse_route_spec
 from versions.terms import (
+    MANAGE,
     PROMOTE,
+    PROTECTION_OVERRIDDEN,
 )
 
 NO_PRODUCTION_TO_ROLL_BACK = (
@@ -159,6 +174,53 @@ def rule_all_reviewed(move: Move, request: Request) -> list[Finding]:
     ]
 
 
+# The collection a set-level finding names (a change set is no artifact).
+CHANGE_SET = "change set"
+FINDING_PROTECTED = "Protection of this app: {lacks}."
+OVERRIDE_NOTE = "Promoted anyway: {reason}"
+
+
+def _moment_of(move: Move) -> tuple[Any, bool] | None:
+    """The moment the promoted state stands for, and whether points at it are included (None:
+    the draft, which includes every write so far)."""
+    state = move.state
+    app, ref = state.app, state.ref
+    if state.deployment_id is not None:
+        found = Deployment.objects.filter(pk=state.deployment_id).values_list("created_on")
+        return found.get()[0], True
+    if ref.startswith("rp_"):
+        return states._point_moment(app, ref)[0], True
+    if ref.startswith(("cs_", "rs_")):
+        return states._set_moment(app, ref), True
+    return None
+
+
+def sets_to_ship(move: Move) -> list[str]:
+    """The change sets between production and the promoted state: agents' sets with a write,
+    after production's deployment was made, to an artifact the promotion changes; oldest
+    first."""
+    state = move.state
+    by_key = {(e.collection, e.name): e.artifact_id for e in state.entries}
+    changed = [
+        by_key[(c.collection, c.name)]
+        for c in move.changes or []
+        if (c.collection, c.name) in by_key
+    ]
+    if not changed:
+        return []
+    points = RestorePoint.objects.filter(
+        app_id=state.app.pk, artifact_id__in=changed, change_set__kind=ChangeSet.CHANGE
+    )
+    if move.previous is not None:
+        since = Deployment.objects.filter(pk=move.previous).values_list("created_on").get()[0]
+        points = points.filter(created_on__gt=since)
+    until = _moment_of(move)
+    if until is not None:
+        points = points.filter(created_on__lte=until[0])
+    rows = points.order_by("created_on", "id").values_list("change_set_id", flat=True)
+    return list(dict.fromkeys(rows))
+
+
 def _held(deployment_id: str | None) -> dict[int, str]:
     """{artifact pk: blob sha} of a deployment (one query)."""
     if deployment_id is None:
@@ -197,9 +259,45 @@ class PromotePlan(MovePlan):
     audit_action: str = terms.PROMOTED
     audit_kind: str = "promotion_refused"
     rules: tuple[engine.MoveRule, ...] = ()
+    # An owner's reason to promote past the app's protection ("Promote anyway").
+    override_reason: str = ""
 
     def __post_init__(self) -> None:
-        self.rules = (rule_state_ships, rule_all_reviewed, *self.rules)
+        self.rules = (rule_state_ships, rule_all_reviewed, self.rule_protected, *self.rules)
+
+    def rule_protected(self, move: Move, request: Request) -> list[Finding]:
+        """With required approvals on the app (docs/architecture.md#protection): every change
+        set between production and the state has them, non-stale, from people other than its
+        authors, and (``block_on_changes_requested``) no open change request. One finding per
+        set lacking anything. An owner's ``override_reason`` promotes anyway, kept in the
+        deployment's note and the audit trail."""
+        app = move.state.app if move.state is not None else None
+        if app is None or move.noop:
+            return []
+        protection = selectors.protection_of(app)
+        if protection.required_approvals == 0:
+            return []
+        states_of = selectors.review_states(sets_to_ship(move), protection)
+        findings = [
+            Finding(set_id, CHANGE_SET, FINDING_PROTECTED.format(lacks="; ".join(lacks)))
+            for set_id, state in states_of.items()
+            if (lacks := state.lacks())
+        ]
+        if not findings or not self.override_reason:
+            return findings
+        actor = request.actor
+        if actor is not None and (actor.token is not None or not actor.may(MANAGE, app)):
+            raise Forbidden(OVERRIDE_NOT_OWNER.format(slug=app.slug))
+        if not request.dry_run:
+            record(
+                PROTECTION_OVERRIDDEN,
+                actor=actor if actor is not None else Command(request.by or "command"),
+                app=app,
+                targets=[f.name for f in findings],
+                reason=self.override_reason,
+                details={"findings": [f"{f.name}: {f.reason}" for f in findings]},
+            )
+        return []
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
         return Subject(resolve_app(self.app), self.ref), None
@@ -219,6 +317,7 @@ def promote(
     expected: Mapping[Any, str] | None = None,
     dry_run: bool = False,
     actor: Actor | None = None,
+    override_reason: str = "",
 ) -> PromotionReceipt:
     """Ship the state ``ref`` names (default the draft) to production, or change nothing.
 
@@ -227,10 +326,18 @@ def promote(
     sha256 the person reviewed) nothing changed since it was reviewed. Any finding raises
     ``PreflightFailed`` listing all of them (a dry run returns them instead). A state equal to
     production answers the ``noop`` receipt. ``actor`` must may promote on the app (a token
-    only when made ``--can-promote``).
+    only when made ``--can-promote``). With the app's protection on, every change set it ships
+    needs its approvals (a finding otherwise); an owner's ``override_reason`` promotes anyway,
+    kept as the deployment's note and in the audit trail.
     """
     request = engine.requested(by=by, actor=actor, dry_run=dry_run, expected=expected)
-    plan = PromotePlan(app, states.check_ref(ref), _clean_note(note))
+    reason = _clean_note(override_reason)
+    if override_reason and not reason:
+        raise InvalidInput(OVERRIDE_REASON_NEEDED, field="override_reason")
+    note = _clean_note(note)
+    if reason:
+        note = _clean_note(" ".join(filter(None, [OVERRIDE_NOTE.format(reason=reason), note])))
+    plan = PromotePlan(app, states.check_ref(ref), note, override_reason=reason)
     return engine.execute(plan, request)  # type: ignore[no-any-return]
 
 

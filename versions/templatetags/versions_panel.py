@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString, mark_safe
 from versions import conf
 from versions.diffing import DiffLine, Gap, Hunk
 from versions.formatting import kb
+from versions.markdown import render_markdown
 from versions.models import COLLECTION_CHOICES
 
 register = template.Library()
@@ -209,3 +210,10 @@ def compare_hunks(url: str, hunks: list[Hunk], layout: str) -> SafeString:
         out.append(split_rows_html(hunk.lines) if split else rows_html(hunk.lines))
         out.append("</tbody>")
     return mark_safe("".join(out))  # noqa: S308 - headers escaped above, lines by the engine
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    """A review's or comment's body as sanitised HTML (versions/markdown.py: rendered with
+    raw HTML off, then cleaned to a list of tags and link schemes)."""
+    return mark_safe(render_markdown(text or ""))  # noqa: S308 - sanitised by nh3

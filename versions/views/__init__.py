@@ -7,11 +7,18 @@ from versions.views.diffs import diff_context, diff_page, diff_section
 from versions.views.members import add_member, change_role, members, remove_member
 from versions.views.pages import change_set, change_sets, home, restore_point, restore_points
 from versions.views.production import preview, production, promote, rollback
+from versions.views.protection import app_settings
 from versions.views.release import restore_to_release, since_release
 from versions.views.restoring import receipt, receipt_json, restore_change_set, revert_change_set
 from versions.views.restoring import restore_point as restore_point_restore
+from versions.views.reviews import add_comment, reply, resolve, submit_review
 
 __all__ = [
+    "add_comment",
+    "reply",
+    "resolve",
+    "submit_review",
+    "app_settings",
     "app_activity",
     "instance_activity",
     "preview",

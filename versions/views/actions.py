@@ -36,9 +36,11 @@ def _controls(
 ) -> HttpResponse:
     """The set's controls (target) with its head and the moved release badge (out of band)."""
     app = app_of(request, slug)
+    row = selectors.change_set_row(app, set_id)
+    selectors.attach_review_states(app, [row])  # the head swapped in keeps its review status
     ctx = {
         "app": app,
-        "cs": selectors.change_set_row(app, set_id),
+        "cs": row,
         "history": selectors.release_history(app),
         "status": status,
         "error": error,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -13,6 +13,7 @@ from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
 from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import build_diff, prepare
+from versions.views.reviews import reviews_context
 from versions.workspace import log_sets
 
 
@@ -54,6 +55,7 @@ def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
         ctx["query"] = query.as_query()
     else:
         ctx["page"] = selectors.change_set_page(app, request.GET.get("page"))
+    selectors.attach_review_states(app, list(ctx["page"].object_list))
     if is_fragment(request):
         return render(request, "versions/partials/_set_list.html", ctx)
     return render(request, "versions/panel.html", ctx)
@@ -93,6 +95,7 @@ def expanded_set_context(
     diffs = [build_diff(ch) for ch in xs.changes]
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
     cs = xs.change_set
+    selectors.attach_review_states(app, [cs])
     firsts = [ch.point for ch in xs.changes if ch.point is not None]
     first = min(firsts, key=lambda p: (p.created_on, p.id)) if firsts else None
     if all(d.result is not None or d.status in ("pruned", "not_stored", "absent") for d in diffs):
@@ -121,12 +124,15 @@ def change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     """One set: expanded (or collapsed, for htmx ``?collapsed=1``), or its own page."""
     app = app_of(request, slug)
     if is_fragment(request) and request.GET.get("collapsed"):
-        ctx = {"app": app, "cs": selectors.change_set_row(app, set_id), **perms(request, app)}
+        row = selectors.change_set_row(app, set_id)
+        selectors.attach_review_states(app, [row])
+        ctx = {"app": app, "cs": row, **perms(request, app)}
         return render(request, "versions/partials/_set_row.html", ctx)
     ctx = expanded_set_context(request, app, set_id)
     if is_fragment(request):
         return render(request, "versions/partials/_set_expanded.html", ctx)
     ctx["tab"] = "sets"
+    ctx.update(reviews_context(request, app, cast(ChangeSet, ctx["cs"])))
     return render(request, "versions/set_page.html", ctx)
 
 

@@ -85,11 +85,18 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     ref = params.get("ref") or DRAFT
     expected = parse_expected(params.getlist("expected"))
     note = params.get("note", "")
+    override = params.get("override_reason", "") if request.method == "POST" else ""
     actor = actor_of(request)
 
     def run(dry_run: bool) -> Any:
         return services.promote(
-            app, actor=actor, ref=ref, note=note, expected=expected or None, dry_run=dry_run
+            app,
+            actor=actor,
+            ref=ref,
+            note=note,
+            expected=expected or None,
+            dry_run=dry_run,
+            override_reason=override,
         )
 
     if request.method == "POST":
@@ -99,11 +106,17 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect(reverse("versions:production", args=[app.slug]))
         return _body(request, app, status=status, receipt=data)
     data = _data(lambda: run(True))
+    findings = data.get("findings") or []
+    protection = [f for f in findings if f.get("collection") == PROTECTION_FINDING]
     ctx = {
         "app": app,
         "title": PROMOTE_TITLE,
         "ref": ref,
         "data": data,
+        "protection_findings": protection,
+        "other_findings": [f for f in findings if f.get("collection") != PROTECTION_FINDING],
+        # Only protection stands in the way: an owner may Promote anyway, with a reason.
+        "may_override": bool(protection) and len(protection) == len(findings),
         "diffs": selectors.promotion_line_counts(app, data.get("changed") or []),
         "carry": _carry(data),
         "action": reverse("versions:promote", args=[app.slug]),
@@ -111,6 +124,10 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     }
     template = "versions/partials/_promote_dialog.html"
     return render(request, template if is_fragment(request) else "versions/promote_page.html", ctx)
+
+
+# The collection a protection finding names (a change set, not an artifact).
+PROTECTION_FINDING = "change set"
 
 
 def _carry(data: dict[str, Any]) -> list[tuple[str, str]]:
