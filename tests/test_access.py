@@ -45,7 +45,7 @@ def other(db) -> App:
 
 
 def test_a_command_may_do_everything_everywhere(app, other):
-    actor = services.command_actor("load_demo")
+    actor = services.Actor.command("load_demo")
     for action in (VIEW, NAME, RESTORE, PROMOTE):
         assert actor.may(action, app) and actor.may(action, other)
     assert actor.label == "command:load_demo"
@@ -71,7 +71,7 @@ def test_an_app_the_actor_may_not_see_does_not_exist_for_it(app):
     with pytest.raises(NotFound):
         services.app_for("quotes", actor=nobody)
     with pytest.raises(NotFound):
-        services.app_for("nope", actor=services.command_actor())
+        services.app_for("nope", actor=services.Actor.command())
 
 
 def test_a_token_acts_only_on_its_apps_and_restores_only_with_its_users_permission(app, other):

@@ -116,7 +116,7 @@ def test_change_sets_filter_by_run_turn_writer_and_time(api, app):
         requested_by="a",
         tool="t",
         run_id="run-c",
-        actor=services.command_actor("robot"),
+        actor=services.Actor.command("robot"),
     )
 
     def ids(**query):

@@ -11,14 +11,13 @@ import re
 import pytest
 from api_helpers import ApiClient, make_token, make_user
 from django.test import Client
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from versions import services
 from versions.api import schemas
 from versions.errors import InvalidInput
 from versions.models import COLLECTIONS, Artifact
-from versions.services import validate_message, validate_optional_id
 
 pytestmark = pytest.mark.django_db
 
@@ -111,15 +110,20 @@ def test_the_name_pattern_is_the_rule_the_services_check(name):
     assert allowed == _accepted(services.validate_name, name), repr(name)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text_with_tricky.filter(lambda v: len(v) <= 200))
-def test_the_id_and_message_patterns_are_the_rules_the_services_check(value):
-    assert _allowed(schemas.text_pattern(), value) == _accepted(
-        lambda v: validate_optional_id(v, "run_id"), value
-    ), repr(value)
-    assert _allowed(schemas.message_pattern(), value) == _accepted(validate_message, value), repr(
-        value
+def test_the_id_and_message_patterns_are_the_rules_a_write_checks(app, value):
+    def write(**field: str) -> None:
+        services.write_artifact(app, "pltf_page", "index", "x\n", tool="t", **field)
+
+    assert _allowed(schemas.text_pattern(), value) == _accepted(lambda v: write(run_id=v), value), (
+        repr(value)
     )
+    assert _allowed(schemas.message_pattern(), value) == _accepted(
+        lambda v: write(message=v), value
+    ), repr(value)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from api_helpers import ApiClient, make_token, make_user
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from versions import services
@@ -26,6 +27,7 @@ MISSING = {
     "name": "index",
     "set_id": "cs_rp_zzzzzz_00000000",
     "point_id": "rp_zzzzzz_00000000",
+    "comment_id": "cm_zzzzzz_00000000",
 }
 # What each method sends: a body of the right shape, so that only existence decides.
 BODIES: dict[str, Any] = {
@@ -59,7 +61,7 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 def _answer(client: ApiClient, method: str, path: str, ids: list[str]) -> tuple[int, Any]:
     """The status and the body, with the ids of the request replaced by "<id>"."""
-    body = BODIES.get(method)
+    body = {"body": "Done."} if path.endswith("/replies") else BODIES.get(method)
     response = client.client.generic(
         method,
         "/api/v1" + path,
@@ -83,6 +85,17 @@ def _elsewhere_ids(app: App) -> dict[str, str]:
     services.write_artifact(app, "pltf_page", "index", "v2\n", requested_by="a", tool="t")
     services.run_restore("set", first.change_set_id)
     restore_set = ChangeSet.objects.filter(app=app, kind=ChangeSet.RESTORE).get()
+    person = get_user_model().objects.create_superuser("elsewhere", password="x" * 20)
+    reviewer = services.actor_for_user(person)
+    comment = services.add_comment(
+        first.change_set_id,
+        collection="pltf_page",
+        name="index",
+        side="after",
+        line=1,
+        body="Why this line?",
+        actor=reviewer,
+    )
     return {
         "slug": app.slug,
         "collection": "pltf_page",
@@ -90,6 +103,7 @@ def _elsewhere_ids(app: App) -> dict[str, str]:
         "set_id": first.change_set_id,
         "point_id": first.restore_point_id,
         "restore_set_id": restore_set.id,
+        "comment_id": comment.id,
     }
 
 

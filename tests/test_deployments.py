@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.test import override_settings
 
+from versions import selectors
 from versions.errors import Conflict, InvalidInput, NotFound, PreflightFailed
 from versions.models import (
     API_ROUTE,
@@ -28,7 +29,6 @@ from versions.services import (
     delete_artifact,
     event_receipt,
     name_point,
-    production_notice,
     promote,
     restore_change_set,
     rollback_production,
@@ -540,9 +540,11 @@ def test_a_change_that_was_not_among_what_was_reviewed_is_not_promoted(site):
 
 
 def test_a_restore_of_an_app_with_production_says_it_changed_the_draft_only(site):
-    assert production_notice(site) == ""
+    assert selectors.production_notice(site) == ""
     first = promote(site, by="rvaid").deployment_id
-    assert production_notice(site) == (f"Production still serves {first}; promote to ship this.")
+    assert selectors.production_notice(site) == (
+        f"Production still serves {first}; promote to ship this."
+    )
 
 
 def _history(app):

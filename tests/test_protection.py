@@ -10,8 +10,10 @@ from django.contrib.auth.models import User
 
 from versions import messages, services
 from versions.errors import Forbidden, PreflightFailed
+from versions.messages import (
+    FINDING_PROTECTED,
+)
 from versions.models import PAGE, App, AuditEvent, DeploymentEvent
-from versions.services.deployments import FINDING_PROTECTED
 
 
 def person(app: App, name: str, role: str) -> services.Actor:
@@ -33,10 +35,15 @@ def protected(app):
     turn(app, "v1\n", "first")
     services.promote(app, by="setup")
     owner = person(app, "olga", "owner")
-    services.set_protection(
-        app, required_approvals=1, block_on_changes_requested=True, dismiss_stale=True,
+    services.change_app(
+        app,
         actor=owner,
-    )  # fmt: skip
+        protection={
+            "required_approvals": 1,
+            "block_on_changes_requested": True,
+            "dismiss_stale": True,
+        },
+    )
     return app
 
 
@@ -174,7 +181,7 @@ def test_the_promote_dialog_names_what_protection_needs_and_an_owner_promotes_an
 
 
 def test_a_token_that_may_promote_is_bound_by_protection_and_never_overrides(protected):
-    from versions.services.tokens import create_agent_token
+    from versions.services import create_agent_token
 
     turn(protected, "v2\n", "second")
     _, row = create_agent_token("olga", [protected.slug], can_promote=True)

@@ -119,7 +119,7 @@ def test_the_services_refuse_what_is_not_a_persons_preference(app):
         services.set_reading_layout(actor=actor, layout="sideways")
     assert caught.value.message == messages.UNKNOWN_LAYOUT.format(layout="sideways")
     with pytest.raises(InvalidInput) as caught:
-        services.set_reading_layout(actor=services.command_actor(), layout="split")
+        services.set_reading_layout(actor=services.Actor.command(), layout="split")
     assert caught.value.message == messages.NO_PERSON
     other = App.objects.create(slug="other", name="Other")
     with pytest.raises(InvalidInput) as caught:

@@ -14,7 +14,7 @@ from versions import messages, selectors, services
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.markdown import render_markdown
 from versions.models import PAGE, App, AuditEvent, Comment, Review
-from versions.services.tokens import create_agent_token
+from versions.services import create_agent_token
 
 
 def person(app: App, name: str, role: str | None = "reviewer") -> services.Actor:
@@ -208,21 +208,36 @@ def test_a_reply_to_a_comment_of_an_app_out_of_reach_is_not_found(app, set_id):
 
 def test_only_owners_set_protection_and_it_is_audited(app):
     with pytest.raises(Forbidden):
-        services.set_protection(
-            app, required_approvals=1, block_on_changes_requested=True, dismiss_stale=True,
+        services.change_app(
+            app,
             actor=person(app, "pia", "promoter"),
-        )  # fmt: skip
+            protection={
+                "required_approvals": 1,
+                "block_on_changes_requested": True,
+                "dismiss_stale": True,
+            },
+        )
     olga = person(app, "olga", "owner")
     with pytest.raises(InvalidInput) as refused:
-        services.set_protection(
-            app, required_approvals=6, block_on_changes_requested=True, dismiss_stale=True,
+        services.change_app(
+            app,
             actor=olga,
-        )  # fmt: skip
+            protection={
+                "required_approvals": 6,
+                "block_on_changes_requested": True,
+                "dismiss_stale": True,
+            },
+        )
     assert refused.value.message == messages.PROTECTION_BAD_APPROVALS
-    services.set_protection(
-        app, required_approvals=2, block_on_changes_requested=False, dismiss_stale=True,
+    services.change_app(
+        app,
         actor=olga,
-    )  # fmt: skip
+        protection={
+            "required_approvals": 2,
+            "block_on_changes_requested": False,
+            "dismiss_stale": True,
+        },
+    )
     assert selectors.protection_of(app).required_approvals == 2
     event = AuditEvent.objects.get(action="protection_changed")
     assert event.details["after"]["required_approvals"] == 2

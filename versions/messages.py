@@ -1,7 +1,7 @@
 """The words Versions says: every message a person or an agent reads when something is
 refused or needs saying, in one place so that doors, services and tests share them."""
 
-from versions.terms import MANAGE, NAME, PROMOTE, RESTORE, VIEW, WRITE
+from versions.terms import MANAGE, NAME, PROMOTE, RESTORE, REVIEW, VIEW, WRITE
 
 # access
 NO_VIEW = "You are signed in but may not view change sets. Ask an admin for the view permission."
@@ -186,6 +186,7 @@ NEEDS = {
         "Ask an admin for the promote permission; nothing was changed."
     ),
     MANAGE: "{who} may not manage the members or agent tokens of app “{slug}”.",
+    REVIEW: "{who} may not review change sets of app “{slug}”; nothing was submitted.",
 }
 
 # engine
@@ -243,3 +244,6 @@ OVERRIDE_REASON_NEEDED = (
     "Promoting anyway needs a reason (at most 500 characters); nothing was promoted."
 )
 PROTECTION_BAD_APPROVALS = "Required approvals is a whole number from 0 to 5."
+
+# deployments
+FINDING_PROTECTED = "Protection of this app: {lacks}."

@@ -25,7 +25,7 @@ LATER_LOG = ".feature-changes.json"
 V1 = "export const VERSION = '1.0.0';\n"
 V2 = "export const VERSION = '1.0.1';\n"
 V3 = V2 + "// feature\n"
-REVIEWER = services.command_actor("reviewer")
+REVIEWER = services.Actor.command("reviewer")
 
 
 @pytest.fixture

@@ -117,6 +117,7 @@ from versions.selectors.panel import (
 from versions.selectors.production import (
     deployment_out,
     event_out,
+    production_notice,
     production_overview,
     promotion_line_counts,
 )
@@ -160,6 +161,7 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "production_notice",
     "attach_review_states",
     "APPROVED",
     "CHANGES_REQUESTED",

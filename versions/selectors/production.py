@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from versions.diffing import count_line_changes
+from versions.messages import PRODUCTION_STILL_SERVES
 from versions.models import App, Deployment, DeploymentEvent
 from versions.selectors.agent import iso_utc
 from versions.selectors.panel import blob_sources
@@ -64,3 +65,10 @@ def promotion_line_counts(app: App, changed: list[dict[str, Any]]) -> list[dict[
         added, removed = count_line_changes(before.decode(), after.decode())
         out.append({**c, "lines_added": added, "lines_removed": removed})
     return out
+
+
+def production_notice(app: App) -> str:
+    """The words a restore, revert or write of the app shows beside its receipt: that it
+    changed the draft and production still serves its deployment ("" without production)."""
+    current = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
+    return PRODUCTION_STILL_SERVES.format(deployment=current) if current else ""

@@ -43,7 +43,6 @@ from versions.services.access import (
     actor_for_user,
     app_for,
     authenticate_token,
-    command_actor,
     point_for,
     require_panel,
     require_workspace_rollback,
@@ -70,7 +69,6 @@ from versions.services.capture import (
 from versions.services.deployments import (
     PromotionReceipt,
     event_receipt,
-    production_notice,
     promote,
     rollback_production,
 )
@@ -122,7 +120,6 @@ from versions.services.reviews import (
     add_comment,
     reply,
     resolve_thread,
-    set_protection,
     submit_review,
 )
 from versions.services.routes import (
@@ -136,21 +133,16 @@ from versions.services.tokens import (
 )
 from versions.services.validation import (
     validate_collection,
-    validate_message,
     validate_name,
-    validate_optional_id,
 )
 
 __all__ = [
     "event_receipt",
-    "validate_message",
-    "validate_optional_id",
     "dump_app",
     "load_app",
     "add_comment",
     "reply",
     "resolve_thread",
-    "set_protection",
     "submit_review",
     "add_app",
     "change_app",
@@ -163,7 +155,6 @@ __all__ = [
     "PromotionReceipt",
     "check_preview",
     "preview_url",
-    "production_notice",
     "promote",
     "resolve_state",
     "rollback_production",
@@ -186,7 +177,6 @@ __all__ = [
     "actor_for_user",
     "app_for",
     "authenticate_token",
-    "command_actor",
     "point_for",
     "set_for",
     "create_agent_token",

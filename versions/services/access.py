@@ -80,6 +80,11 @@ class Actor:
     the app by :func:`app_for`).
     """
 
+    @classmethod
+    def command(cls, name: str = "command") -> Actor:
+        """A trusted command or script: every action on every app (``name`` is recorded)."""
+        return command_actor(name)
+
     def __init__(
         self,
         name: str,

@@ -8,6 +8,8 @@ without an actor acts as a trusted command, as scripts and ``load_demo`` do.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -17,8 +19,10 @@ from versions.models import App
 from versions.services.access import (
     Actor,
     app_for,
+    command_actor,
 )
 from versions.services.audit import record
+from versions.services.reviews import set_protection
 from versions.services.validation import check_new_app_slug
 from versions.terms import (
     APP_SETTINGS_CHANGED,
@@ -96,15 +100,21 @@ def change_app(
     *,
     name: object = None,
     require_preconditions: bool | None = None,
+    protection: Mapping[str, Any] | None = None,
     actor: Actor | None = None,
 ) -> App:
     """Change what an owner may change of ``app`` (its slug, in every address, never changes):
-    its display name, and whether agent writes must carry a precondition. ``None`` keeps a
-    setting as it is."""
+    its display name, whether agent writes must carry a precondition, and what promoting needs
+    (``protection``: ``required_approvals``, ``block_on_changes_requested``, ``dismiss_stale``;
+    a person's change only). ``None`` keeps a setting as it is."""
     with transaction.atomic():
         found = app_for(app, actor=actor, action=MANAGE)
         if name is not None:
             found = rename_app(found, name, actor=actor)
         if require_preconditions is not None:
             found = set_require_preconditions(found, require_preconditions, actor=actor)
+        if protection is not None:
+            if actor is None:
+                actor = command_actor("change_app")
+            set_protection(found, actor=actor, **protection)
         return found

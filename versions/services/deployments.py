@@ -25,9 +25,9 @@ from django.db.models import F
 from versions import selectors, terms
 from versions.errors import Conflict, Forbidden, InvalidInput, NotFound
 from versions.messages import (
+    FINDING_PROTECTED,
     OVERRIDE_NOT_OWNER,
     OVERRIDE_REASON_NEEDED,
-    PRODUCTION_STILL_SERVES,
 )
 from versions.models import (
     API_ROUTE,
@@ -176,7 +176,6 @@ def rule_all_reviewed(move: Move, request: Request) -> list[Finding]:
 
 # The collection a set-level finding names (a change set is no artifact).
 CHANGE_SET = "change set"
-FINDING_PROTECTED = "Protection of this app: {lacks}."
 OVERRIDE_NOTE = "Promoted anyway: {reason}"
 
 
@@ -479,10 +478,3 @@ def event_receipt(event: DeploymentEvent) -> dict[str, Any]:
         receipt["changed"] = [change_json(c) for c in changes]
         receipt = {key: receipt[key] for key in _RECEIPT_KEYS if key in receipt}
     return receipt
-
-
-def production_notice(app: App | str) -> str:
-    """The words a restore, revert or write of the app shows beside its receipt: that it
-    changed the draft and production still serves its deployment ("" without production)."""
-    current = states.production_id(resolve_app(app))
-    return PRODUCTION_STILL_SERVES.format(deployment=current) if current else ""

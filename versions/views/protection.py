@@ -1,5 +1,5 @@
 """An app's Settings page (docs/architecture.md#protection): its owners say what promoting to
-production needs from reviews. A thin adapter over ``services.set_protection``, which checks
+production needs from reviews. A thin adapter over ``services.change_app``, which checks
 that the person is an owner and keeps the change in the audit trail."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def app_settings(request: HttpRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         return _page(request, app, form)
     try:
-        services.set_protection(app, actor=actor, **form.cleaned_data)
+        services.change_app(app, actor=actor, protection=form.cleaned_data)
     except InvalidInput as exc:
         return _page(request, app, form, error=exc.message)
     if not is_fragment(request):

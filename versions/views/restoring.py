@@ -126,7 +126,7 @@ def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
         "target": flow.target,
         "action": flow.action,
         "cancel_url": flow.cancel_url,
-        "production_notice": services.production_notice(flow.app),
+        "production_notice": selectors.production_notice(flow.app),
         **perms(request, flow.app),
         **flow.extra,
     }
@@ -212,7 +212,7 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 
 def _notice(app: App, receipt: services.RestoreReceipt) -> str:
     """ "Production still serves dp_…; promote to ship this" after a restore that wrote."""
-    return services.production_notice(app) if receipt.outcome in WROTE else ""
+    return selectors.production_notice(app) if receipt.outcome in WROTE else ""
 
 
 def _after_restore(request: HttpRequest, flow: Flow, data: services.RestoreReceipt) -> HttpResponse:

@@ -110,7 +110,7 @@ def demo_accounts() -> list[tuple[str, str]]:
         return []
     users.create_superuser(DEMO_USER, email="", password=DEMO_PASSWORD)
     users.create_user(REVIEWER_USER, email="", password=REVIEWER_PASSWORD)
-    owner = services.command_actor("load_demo")
+    owner = services.Actor.command("load_demo")
     for slug in (DEMO_SLUG, SECOND_SLUG):
         services.add_member(slug, role="owner", username=DEMO_USER, actor=owner)
     services.add_member(DEMO_SLUG, role="reviewer", username=REVIEWER_USER, actor=owner)
