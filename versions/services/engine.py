@@ -1062,6 +1062,15 @@ def _store_deployment(locked: App, state: Any, *, by: str, note: str, now: datet
     qn = connection.ops.quote_name
     table = qn(DeploymentEntry._meta.db_table)
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and present:
+            # The key checks of the entries would lock these artifacts in the entries' order
+            # (at the latest at COMMIT); a restore locks artifacts in id order. Taking the
+            # checks' locks first, in id order too, lets the two queue and never deadlock.
+            cursor.execute(
+                f"SELECT 1 FROM {qn(Artifact._meta.db_table)} WHERE id = ANY(%s) "  # noqa: S608
+                "ORDER BY id FOR KEY SHARE",
+                [sorted(pk for pk, _ in present)],
+            )
         for start in range(0, len(present), _INSERT_CHUNK):
             chunk = present[start : start + _INSERT_CHUNK]
             sql = (
