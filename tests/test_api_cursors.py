@@ -132,3 +132,12 @@ def test_change_sets_filter_by_run_turn_writer_and_time(api, app):
     assert ids(since=(datetime.now(UTC) + timedelta(hours=1)).isoformat()) == []
     counted = api.get("/apps/quotes/change-sets", run_id="run-a").json()
     assert counted["total"] == 1
+
+
+@pytest.mark.parametrize(
+    "since",
+    ["0346-07-07T22:54:08.82-19:36", "2026-12-03T10:00:00+23:59", "0001-01-01T00:00:00+01:00"],
+)
+def test_a_since_with_any_offset_is_answered_in_words_never_a_server_error(api, since):
+    response = api.get("/apps/quotes/change-sets", since=since)
+    assert response.status_code in (200, 422), response.content

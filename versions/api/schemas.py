@@ -577,10 +577,16 @@ class PageQuery(_CursorQuery):
     @field_validator("since")
     @classmethod
     def _utc_unless_said(cls, value: datetime | None) -> datetime | None:
-        # A time without an offset is UTC, as every time the API answers is.
-        if value is not None and value.tzinfo is None:
+        # A time without an offset is UTC, as every time the API answers is; one with an offset
+        # is read in UTC (a database may refuse offsets ISO 8601 allows, such as -19:36).
+        if value is None:
+            return None
+        if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
-        return value
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("since is out of range: give a time from year 1 to 9999") from None
 
 
 HISTORY_PER_PAGE_MAX = 200
