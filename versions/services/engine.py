@@ -37,11 +37,12 @@ from typing import Any, Protocol
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
-from versions import conf, ids
+from versions import conf, ids, terms
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
 from versions.messages import (
     APP_NOT_FOUND,
+    NOOP_MESSAGE,
 )
 from versions.models import (
     API_ROUTE,
@@ -404,6 +405,19 @@ class Plan(Protocol):
         """Per artifact, the state it goes to, in the order the person reviews them. Runs in
         the transaction; ``lock`` locks artifacts (the executor locks the targets' anyway)."""
         ...
+
+
+class RestorePlan:
+    """What the plans that put artifacts back share, as class defaults a plan overrides (its
+    own fields are only what the request names: a set, a point, an app)."""
+
+    scope: str | None = None
+    reverts: bool = False
+    noop_message: str = NOOP_MESSAGE
+    rules: tuple[TargetRule, ...] = ()
+    action: str = RESTORE
+    audit_action: str = terms.RESTORED
+    audit_kind: str = PREFLIGHT_FAILED_KIND
 
 
 @dataclass

@@ -14,7 +14,6 @@ from typing import Any
 
 from versions import selectors, terms
 from versions.errors import NotFound
-from versions.messages import NOOP_MESSAGE
 from versions.models import App
 from versions.selectors import NOT_STORED, STORED, ArtifactState
 from versions.services import engine
@@ -24,13 +23,9 @@ from versions.services.engine import (
     Request,
     RestoreTarget,
     Subject,
-    TargetRule,
     target_for_point,
 )
 from versions.services.receipts import RestoreReceipt
-from versions.terms import (
-    RESTORE as MAY_RESTORE,
-)
 from versions.terms import SCOPE
 
 
@@ -66,18 +61,13 @@ def restore_target(state: ArtifactState) -> RestoreTarget:
 
 
 @dataclass
-class ReleasePlan:
+class ReleasePlan(engine.RestorePlan):
     """Restore to release: every artifact that differs from its state at the release, back to
     that state; the receipt's ``restoredFromSet`` is the release set."""
 
     app: App | str
     scope: str | None = SCOPE
-    reverts: bool = False
-    noop_message: str = NOOP_MESSAGE
-    rules: tuple[TargetRule, ...] = ()
-    action: str = MAY_RESTORE
-    audit_action: str = terms.RESTORED_TO_RELEASE
-    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
+    audit_action = terms.RESTORED_TO_RELEASE  # a class default, not a field
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound | None]:
         return Subject(app_for(self.app), ""), None  # the release set: once the actor may

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection
 
-from versions import conf, terms
+from versions import conf
 from versions.errors import InvalidInput, NotFound
 from versions.messages import (
     NOOP_MESSAGE,
@@ -34,16 +34,12 @@ from versions.services.engine import (
     Request,
     RestoreTarget,
     Subject,
-    TargetRule,
     checked_sha,
     normalise_expected,
     pruned_points,
     refused_target,
 )
 from versions.services.receipts import RestoreReceipt
-from versions.terms import (
-    RESTORE as MAY_RESTORE,
-)
 
 __all__ = [
     "NOOP_MESSAGE",
@@ -104,17 +100,10 @@ def _points_sql() -> str:
 
 
 @dataclass
-class SetPlan:
+class SetPlan(engine.RestorePlan):
     """Restore all: every artifact of the set back to its state before the set."""
 
     set_id: object
-    scope: str | None = None
-    reverts: bool = False
-    noop_message: str = NOOP_MESSAGE
-    rules: tuple[TargetRule, ...] = ()
-    action: str = MAY_RESTORE
-    audit_action: str = terms.RESTORED
-    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
         missing = NotFound(SET_NOT_FOUND.format(id=self.set_id))
@@ -145,18 +134,12 @@ class SetPlan:
 
 
 @dataclass
-class PointPlan:
+class PointPlan(engine.RestorePlan):
     """Restore: one artifact back to its state before one point."""
 
     point_id: object
     expected_sha256: str | None = None
-    scope: str | None = None
-    reverts: bool = False
-    noop_message: str = NOOP_POINT_MESSAGE
-    rules: tuple[TargetRule, ...] = ()
-    action: str = MAY_RESTORE
-    audit_action: str = terms.RESTORED
-    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
+    noop_message = NOOP_POINT_MESSAGE  # a class default, not a field
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
         missing = NotFound(POINT_NOT_FOUND.format(id=self.point_id))

@@ -48,14 +48,10 @@ from versions.services.engine import (
     Request,
     RestoreTarget,
     Subject,
-    TargetRule,
     pruned_points,
     refused_target,
 )
 from versions.services.receipts import RestoreReceipt
-from versions.terms import (
-    RESTORE as MAY_RESTORE,
-)
 
 BEFORE = "before"
 AFTER = "right after"
@@ -202,17 +198,13 @@ def _pruned_since(pruned_until: datetime | None, moment: datetime) -> bool:
 
 
 @dataclass
-class RevertPlan:
+class RevertPlan(engine.RestorePlan):
     """Revert this set: per artifact, its current source with what the set did taken out."""
 
     set_id: object
-    scope: str | None = None
-    reverts: bool = True
-    noop_message: str = REVERT_NOOP_MESSAGE
-    rules: tuple[TargetRule, ...] = ()
-    action: str = MAY_RESTORE
-    audit_action: str = terms.REVERTED
-    audit_kind: str = engine.PREFLIGHT_FAILED_KIND
+    reverts = True  # class defaults, not fields
+    noop_message = REVERT_NOOP_MESSAGE
+    audit_action = terms.REVERTED
 
     def lookup(self, request: Request) -> tuple[Subject, NotFound]:
         missing = NotFound(REVERT_SET_NOT_FOUND.format(id=self.set_id))
