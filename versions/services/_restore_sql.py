@@ -50,6 +50,8 @@ def _sql(vendor: str) -> dict[str, str]:
     artifact, point = _table(Artifact), _table(RestorePoint)
     change_set, app = _table(ChangeSet), _table(App)
     lock = " FOR UPDATE" if vendor == "postgresql" else ""
+    # SQLite's stored text of a moment, unparsed: only the latest of them is ever read.
+    updated_on = "CAST(updated_on AS TEXT)" if vendor == "sqlite" else "updated_on"
     counter_row = "(" + ", ".join(["%s"] * len(COUNTER_COLUMNS)) + ")"
     return {
         "set_and_app": (
@@ -60,7 +62,7 @@ def _sql(vendor: str) -> dict[str, str]:
         # {ids}: one placeholder per primary key, ascending (the one lock order).
         "lock": (
             "SELECT id, app_id, collection, name, blob_id, sha256, size, deleted, route_key, "  # noqa: S608
-            f"updated_on FROM {artifact} WHERE id IN ({{ids}}) ORDER BY id{lock}"
+            f"{updated_on} FROM {artifact} WHERE id IN ({{ids}}) ORDER BY id{lock}"
         ),
         # A set a restore or revert acted on closes (a restore set, or one closed, stays).
         "close_set": (

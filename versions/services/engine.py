@@ -169,6 +169,9 @@ class RestoreTarget:
     text: str | None = None
     lines: tuple[int, int] | None = None
     since: Any = None  # a datetime, or the database's raw value of one (read when needed)
+    # The target blob's length in characters, when the query that found the target read it
+    # (with ``size`` then the blob's own): the write needs no second read of the blobs.
+    chars: int | None = None
 
     @property
     def absent(self) -> bool:
@@ -692,7 +695,7 @@ def _dry_run(
     """What a restore would write, and the later work it would take away: only that of the
     artifacts it writes (one already matching loses nothing)."""
     counts = _line_counts(writes)
-    meta = _blob_meta(t.sha for t, _ in writes)
+    meta = _blob_meta(t.sha for t, _ in writes if t.chars is None)
     receipt.items = [
         PlannedItem(
             artifact.name,
@@ -749,7 +752,17 @@ def _chars(target: RestoreTarget, meta: Mapping[str, tuple[int, int]]) -> int:
     """The target's length in characters: its blob's, or its text's when not stored yet."""
     if target.text is not None:
         return len(target.text)
+    if target.chars is not None:
+        return target.chars
     return meta.get(target.sha, (0, 0))[1]
+
+
+def _size(target: RestoreTarget, meta: Mapping[str, tuple[int, int]]) -> int:
+    """The target blob's size in bytes: the blob's own (authoritative), else the target's; a
+    target built without one (size 0) still re-points correctly."""
+    if target.chars is not None:
+        return target.size
+    return meta.get(target.sha, (target.size, 0))[0]
 
 
 def _line_counts(
@@ -808,7 +821,7 @@ def _write(
     now = ids.ms_to_datetime(ms)
     set_id = ids.restore_set_id(ms)
     counts = _line_counts(plan)
-    meta = _blob_meta(t.sha for t, _ in plan)
+    meta = _blob_meta(t.sha for t, _ in plan if t.chars is None)
     by = receipt.created_by
 
     points: list[tuple[Any, ...]] = []
@@ -856,13 +869,7 @@ def _write(
             _sql.insert_blob(target.text.encode(), target.sha, len(target.text), moment)
 
     repoint_many(
-        # The blob's own size (read with its length, no bytes) is authoritative; a target
-        # built without one (size 0) still re-points correctly.
-        [
-            (a.pk, t.blob_id, meta.get(t.sha, (t.size, 0))[0])
-            for t, a in plan
-            if a.collection != API_ROUTE
-        ],
+        [(a.pk, t.blob_id, _size(t, meta)) for t, a in plan if a.collection != API_ROUTE],
         by=by,
         now=now,
     )
@@ -878,7 +885,7 @@ def _write(
                 live.as_model(),
                 sha=target.blob_id,
                 source=source,
-                size=meta.get(target.sha, (target.size, 0))[0],
+                size=_size(target, meta),
                 by=by,
                 now=now,
             )

@@ -23,7 +23,7 @@ from versions.messages import (
     POINT_NOT_FOUND,
     SET_NOT_FOUND,
 )
-from versions.models import App, RestorePoint
+from versions.models import App, Blob, RestorePoint
 from versions.services import _restore_sql, engine
 from versions.services.access import Actor
 from versions.services.engine import (
@@ -68,17 +68,20 @@ _POINT_FIELDS = (
 
 
 def _target_from_row(row: tuple) -> RestoreTarget:
-    """:func:`~versions.services.engine.target_for_point` of a ``_POINT_FIELDS`` row, built
+    """:func:`~versions.services.engine.target_for_point` of a :func:`_points_sql` row, built
     positionally (one per artifact of a Restore all)."""
-    pid, artifact_id, existed, blob_id, prev_sha, prev_size, new_sha, added, removed, on = row
+    pid, artifact_id, existed, blob_id, prev_sha, prev_size, new_sha, added, removed, on = row[:10]
     if not existed:
         return RestoreTarget(artifact_id, "", None, pid, 0, None, new_sha, added, removed, since=on)
     unavailable = None
     if blob_id is None:
         unavailable = FINDING_NOT_STORED.format(size=prev_size, cap=conf.max_stored_bytes())
+    blob_size, chars = row[10:12] if len(row) > 10 else (0, None)
+    if chars is not None:  # the blob's own size and length, read with the point
+        prev_size = blob_size
     return RestoreTarget(
         artifact_id, prev_sha, blob_id, pid, prev_size, unavailable, new_sha, added, removed,
-        since=on,
+        since=on, chars=chars,
     )  # fmt: skip
 
 
@@ -87,15 +90,25 @@ _SQL_CACHE: dict[str, str] = {}
 
 
 def _points_sql() -> str:
-    """SELECT of a set's points (``_POINT_FIELDS``), oldest first; built by the ORM once."""
+    """SELECT of a set's points (``_POINT_FIELDS``), oldest first, each with its previous
+    blob's size and length in characters (NULL when none is stored).
+
+    On SQLite the blob's two numbers come from the covering ``blob_meta`` index (the table
+    row would be reached through the bytes' overflow pages), and ``created_on`` is read as
+    the text it is stored as: only a dry run reads it as a moment."""
     key = connection.vendor
     if key not in _SQL_CACHE:
-        query = (
-            RestorePoint.objects.filter(change_set_id="?")
-            .order_by("created_on", "id")
-            .values_list(*_POINT_FIELDS)
+        qn = connection.ops.quote_name
+        sqlite = key == "sqlite"
+        columns = [f"p.{qn(field)}" for field in _POINT_FIELDS[:-1]]
+        columns.append("CAST(p.created_on AS TEXT)" if sqlite else "p.created_on")
+        _SQL_CACHE[key] = (
+            f"SELECT {', '.join(columns)}, b.size, b.chars "  # noqa: S608
+            f"FROM {qn(RestorePoint._meta.db_table)} AS p "
+            f"LEFT JOIN {qn(Blob._meta.db_table)} AS b{' INDEXED BY blob_meta' if sqlite else ''} "
+            "ON b.sha256 = p.previous_blob_id WHERE p.change_set_id = %s "
+            "ORDER BY p.created_on, p.id"
         )
-        _SQL_CACHE[key] = query.query.sql_with_params()[0]
     return _SQL_CACHE[key]
 
 
