@@ -332,6 +332,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = VERSIONS_MAX_WRITE_BYTES * 6 + 1_048_576
 # Webhooks (docs/operations.md#webhooks): loopback, link-local and private addresses are refused
 # unless VERSIONS_WEBHOOK_ALLOW_PRIVATE=1 (a receiver on this machine, in development and tests).
 VERSIONS_WEBHOOK_ALLOW_PRIVATE = os.environ.get("VERSIONS_WEBHOOK_ALLOW_PRIVATE", "0") == "1"
+# https:// only in production (DJANGO_DEBUG=0): a body and its signature never travel in the clear.
+VERSIONS_WEBHOOK_REQUIRE_HTTPS = not DEBUG
 VERSIONS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("VERSIONS_WEBHOOK_TIMEOUT_SECONDS", "10"))
 VERSIONS_WEBHOOK_RETRY_SECONDS = float(os.environ.get("VERSIONS_WEBHOOK_RETRY_SECONDS", "10"))
 VERSIONS_WEBHOOK_RETRY_HOURS = float(os.environ.get("VERSIONS_WEBHOOK_RETRY_HOURS", "24"))

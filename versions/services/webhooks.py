@@ -89,6 +89,11 @@ def allow_private() -> bool:
     return bool(getattr(settings, "VERSIONS_WEBHOOK_ALLOW_PRIVATE", False))
 
 
+def require_https() -> bool:
+    """Whether webhook URLs must be https:// (production: ``DJANGO_DEBUG=0``)."""
+    return bool(getattr(settings, "VERSIONS_WEBHOOK_REQUIRE_HTTPS", not settings.DEBUG))
+
+
 def timeout_seconds() -> float:
     """How long a receiver has to connect, take the body and answer."""
     return float(getattr(settings, "VERSIONS_WEBHOOK_TIMEOUT_SECONDS", 10))
@@ -171,7 +176,7 @@ def check_url(url: object, *, resolve_host: bool = True) -> Target | None:
     shown = url[:100]
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInput(WEBHOOK_URL_NOT_HTTP.format(url=shown), field="url")
-    if parts.scheme != "https" and not settings.DEBUG:
+    if parts.scheme != "https" and require_https():
         raise InvalidInput(WEBHOOK_URL_NEEDS_HTTPS.format(url=shown), field="url")
     if parts.username or parts.password or any(ord(c) < 33 for c in url):
         raise InvalidInput(WEBHOOK_URL_NOT_HTTP.format(url=shown), field="url")
@@ -476,7 +481,7 @@ def engine_outcome(action: str, app: App, subject_ref: str, by: str, receipt: An
         data.update(
             restoreSet=receipt.set_id,
             restoredFrom=subject_ref,
-            restored=len(receipt.restored),
+            restored=receipt.written,
         )
         if event_type == terms.REVERT_COMPLETED:
             data["revertedSet"] = subject_ref
