@@ -75,7 +75,7 @@ SECRET_MAX = 200
 USER_AGENT = "Versions-Webhooks/1"
 # Longer than a send can take (connect + send + the answer's first bytes, each within the
 # timeout): a lease that runs out means its worker died.
-_LEASE_MARGIN = timedelta(seconds=30)
+_LEASE_MARGIN = timedelta(seconds=5)
 _RESCUE_AFTER = timedelta(seconds=60)
 
 

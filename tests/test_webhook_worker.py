@@ -1,0 +1,230 @@
+"""Webhooks delivered by a real worker process (docs/operations.md#worker): ``manage.py
+db_worker`` in a subprocess, against the test's database (on SQLite a file database of its
+own, since the test database lives in memory), sending to a receiver on 127.0.0.1.
+
+A receiver that answers 500 first gets the event again; one that hangs is cut at the timeout
+and gets it again; a worker killed while it sends loses nothing: the next worker sends it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+from webhook_helpers import start_receiver
+
+from versions import services
+from versions.models import PAGE, App, DeliveryAttempt, Webhook, WebhookDelivery
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "worker-test-secret-0123"
+TIMEOUT = 1.0  # seconds a receiver has to answer
+RETRY = 0.3  # seconds before the first retry
+
+
+def _postgres_url() -> str:
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "", safe="")
+    if s.get("PASSWORD"):
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory):
+    """A migrated SQLite file, made once for the module (each test copies it)."""
+    if connection.vendor != "sqlite":
+        return None
+    path = tmp_path_factory.mktemp("worker-db") / "template.sqlite3"
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": f"sqlite:///{path}"},
+        check=True,
+    )
+    return path
+
+
+@pytest.fixture
+def database_url(transactional_db, migrated_sqlite, tmp_path):
+    """The URL the worker opens: the test database on PostgreSQL; on SQLite a file database
+    this test's own connection is pointed at for the test's length."""
+    if connection.vendor != "sqlite":
+        yield _postgres_url()
+        return
+    path = tmp_path / "worker.sqlite3"
+    shutil.copy(migrated_sqlite, path)
+    saved_connection, saved_name = connection.connection, connection.settings_dict["NAME"]
+    connection.connection = None  # the in-memory test database stays open, set aside
+    connection.settings_dict["NAME"] = str(path)
+    try:
+        yield f"sqlite:///{path}"
+    finally:
+        connection.close()
+        connection.settings_dict["NAME"] = saved_name
+        connection.connection = saved_connection
+
+
+@pytest.fixture
+def workers(database_url):
+    """Start worker processes; every one still running is stopped at the end."""
+    started: list[subprocess.Popen] = []
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_DEBUG": "1",
+        "VERSIONS_WEBHOOK_ALLOW_PRIVATE": "1",
+        "VERSIONS_WEBHOOK_TIMEOUT_SECONDS": str(TIMEOUT),
+        "VERSIONS_WEBHOOK_RETRY_SECONDS": str(RETRY),
+    }
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "db_worker",
+                "--interval",
+                "0.05",
+                "--no-startup-delay",
+                "--no-reload",
+                "-v",
+                "0",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in started:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def app_with_hook(database_url, settings):
+    settings.VERSIONS_WEBHOOK_ALLOW_PRIVATE = True
+    settings.VERSIONS_WEBHOOK_REQUIRE_HTTPS = False
+    app = App.objects.create(slug="quotes", name="Quote approvals")
+
+    def hook(url: str) -> Webhook:
+        services.change_app(
+            app,
+            webhook={"add": {"url": url, "secret": SECRET, "events": ["change_set.created"]}},
+        )
+        return Webhook.objects.get(app=app)
+
+    return app, hook
+
+
+def write(app: App, source: str, run: str) -> str:
+    receipt = services.write_artifact(app, PAGE, "index", source, tool="t", run_id=run)
+    return receipt.change_set_id
+
+
+def settled(timeout: float = 30.0) -> WebhookDelivery:
+    """The one delivery, once it is no longer pending."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = WebhookDelivery.objects.first()
+        if found is not None and found.state != WebhookDelivery.PENDING:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"still pending: {list(WebhookDelivery.objects.values())}")
+
+
+def test_a_worker_process_delivers_the_event_signed_after_the_write_commits(
+    app_with_hook, workers
+):
+    app, hook = app_with_hook
+    receiver = start_receiver()
+    hook(receiver.url)
+    workers()
+    set_id = write(app, "v1\n", "r1")
+    (got,) = receiver.wait_for(1)
+    body = json.loads(got.body)
+    assert body["type"] == "change_set.created" and body["data"]["changeSet"] == set_id
+    assert got.headers["Versions-Event"] == "change_set.created"
+    assert got.headers["Versions-Signature"].startswith("t=")
+    delivery = settled()
+    assert delivery.state == "delivered"
+    assert got.headers["Versions-Delivery"] == delivery.id
+    (attempt,) = DeliveryAttempt.objects.all()
+    assert attempt.status_code == 200
+    assert len(attempt.response_excerpt) == 1024  # the answer's first 1 KB (it sent 3 KB)
+
+
+def test_a_receiver_answering_500_first_gets_the_event_again(app_with_hook, workers):
+    app, hook = app_with_hook
+    receiver = start_receiver(answers=[500])
+    hook(receiver.url)
+    workers()
+    write(app, "v1\n", "r1")
+    first, second = receiver.wait_for(2)
+    assert first.body == second.body
+    assert first.headers["Versions-Delivery"] == second.headers["Versions-Delivery"]
+    assert second.at - first.at >= RETRY * 0.9  # after the backoff
+    delivery = settled()
+    assert (delivery.state, delivery.attempts) == ("delivered", 2)
+    tries = list(delivery.tries.order_by("attempted_on"))
+    assert [t.status_code for t in tries] == [500, 200]
+    assert tries[0].response_excerpt.startswith("answer 500:")
+
+
+def test_a_receiver_that_hangs_is_cut_at_the_timeout_and_tried_again(app_with_hook, workers):
+    app, hook = app_with_hook
+    receiver = start_receiver(answers=["hang"], hang_seconds=4 * TIMEOUT)
+    hook(receiver.url)
+    workers()
+    started = time.monotonic()
+    write(app, "v1\n", "r1")
+    receiver.wait_for(2)
+    delivery = settled()
+    assert delivery.state == "delivered"
+    cut, answered = delivery.tries.order_by("attempted_on")
+    assert cut.status_code is None and cut.error == f"No answer within {TIMEOUT:g} seconds."
+    assert TIMEOUT * 0.9 <= cut.duration_ms / 1000 < TIMEOUT * 3
+    assert answered.status_code == 200
+    assert time.monotonic() - started < 4 * TIMEOUT + 5  # did not wait for the hang to end
+
+
+def test_a_worker_killed_while_sending_loses_no_event(app_with_hook, workers):
+    app, hook = app_with_hook
+    # The first try never gets an answer while the worker lives: it is killed mid-send.
+    receiver = start_receiver(answers=["hang"], hang_seconds=60)
+    hook(receiver.url)
+    first = workers()
+    write(app, "v1\n", "r1")
+    receiver.wait_for(1)
+    first.kill()  # SIGKILL: no clean-up, the delivery stays leased to a dead worker
+    first.wait(10)
+    assert WebhookDelivery.objects.get().state == "pending"
+    workers()  # another worker: it sends again once the dead one's lease runs out
+    got = receiver.wait_for(2, timeout=60)
+    assert len(got) == 2
+    assert got[0].body == got[1].body
+    assert got[0].headers["Versions-Delivery"] == got[1].headers["Versions-Delivery"]
+    delivery = settled()
+    assert delivery.state == "delivered"
+    assert [t.status_code for t in delivery.tries.all()] == [200]  # the dead try left no log
