@@ -18,6 +18,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core import mail
 from django.core.management import call_command
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 from webhook_helpers import start_receiver
 
 from versions import messages, services
@@ -271,6 +273,11 @@ def _hook(app: App, *events: str, url: str = "http://127.0.0.1:9/x") -> Webhook:
     return Webhook.objects.filter(app=app).latest("created_on")
 
 
+def queued_tasks_are_due() -> None:
+    """Time passes for the queue: every task waiting for later may run now."""
+    DBTaskResult.objects.filter(status="READY").update(run_after=timezone.now())
+
+
 def run_worker() -> None:
     """The worker, here: every task due now, then it stops (``db_worker --batch``)."""
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
@@ -508,3 +515,67 @@ def test_which_addresses_a_webhook_may_name(owner_client, app, settings, address
     answer = add(owner_client, app, url=f"http://{address}/hook")
     assert (answer.status_code == 302) is public, answer.content.decode()[-600:]
     assert Webhook.objects.exists() is public
+
+
+# --------------------------------------------------------------------------------------------
+# Retries for 24 hours, then the webhook is turned off and its owners told
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_delivery_backs_off_for_24_hours_then_the_webhook_is_turned_off(app, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    person(app, "olga", "owner", email="olga@example.com")
+    person(app, "vic", "viewer", email="vic@example.com")
+    receiver = start_receiver(default=500)
+    webhook = _hook(app, "change_set.created", url=receiver.url)
+    write(app, "v1\n")
+    delays = []
+    for _ in range(20):
+        run_worker()
+        delivery = WebhookDelivery.objects.get()
+        if delivery.state != "pending":
+            break
+        last = delivery.tries.order_by("attempted_on").last()
+        delay = delivery.next_attempt_on - last.attempted_on
+        delays.append(round(delay.total_seconds()))
+        # Let that much time pass: everything stored moves back by it.
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            created_on=delivery.created_on - delay, next_attempt_on=timezone.now()
+        )
+        failing = Webhook.objects.get().failing_since
+        Webhook.objects.update(failing_since=failing - delay)
+        queued_tasks_are_due()
+    assert delays[:8] == [10, 30, 90, 270, 810, 2430, 7290, 21870]
+    assert sum(delays) == pytest.approx(24 * 3600, abs=5)  # the last try at 24 hours
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.state == "failed" and delivery.attempts == len(delays) + 1 >= 8
+    assert len(receiver.received) == delivery.attempts
+    webhook.refresh_from_db()
+    assert not webhook.active and "failed for 24 hours" in webhook.disabled_reason
+    assert AuditEvent.objects.filter(action="webhook_disabled", targets=[webhook.id]).exists()
+    (told,) = mail.outbox
+    assert told.to == ["olga@example.com"]  # the owners, not every member
+    assert webhook.url in told.body and "disabled" in told.subject
+    # Turned off, it takes no more events; an owner turns it on again.
+    write(app, "v2\n", run="r2")
+    run_worker()
+    assert WebhookDelivery.objects.count() == 1
+    services.change_app(app, webhook={"change": webhook.id, "active": True})
+    webhook.refresh_from_db()
+    assert webhook.active and webhook.failing_since is None and not webhook.disabled_reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_success_forgets_the_failures(app):
+    receiver = start_receiver(answers=[500])
+    webhook = _hook(app, "change_set.created", url=receiver.url)
+    write(app, "v1\n")
+    run_worker()
+    webhook.refresh_from_db()
+    assert webhook.failing_since is not None
+    WebhookDelivery.objects.update(next_attempt_on=timezone.now())
+    queued_tasks_are_due()
+    run_worker()
+    webhook.refresh_from_db()
+    assert webhook.failing_since is None and webhook.active
