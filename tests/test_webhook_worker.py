@@ -154,9 +154,7 @@ def settled(timeout: float = 30.0) -> WebhookDelivery:
     raise AssertionError(f"still pending: {list(WebhookDelivery.objects.values())}")
 
 
-def test_a_worker_process_delivers_the_event_signed_after_the_write_commits(
-    app_with_hook, workers
-):
+def test_a_worker_process_delivers_the_event_signed_after_the_write_commits(app_with_hook, workers):
     app, hook = app_with_hook
     receiver = start_receiver()
     hook(receiver.url)
@@ -228,3 +226,64 @@ def test_a_worker_killed_while_sending_loses_no_event(app_with_hook, workers):
     delivery = settled()
     assert delivery.state == "delivered"
     assert [t.status_code for t in delivery.tries.all()] == [200]  # the dead try left no log
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return found
+    for child in map(int, children):
+        found |= {child} | _descendants(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return status.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_serve_starts_the_server_and_workers_together_and_stops_them_together(database_url, stop):
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "1"}
+    serve = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}", "--workers", "2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5)
+                break
+            except OSError:
+                assert serve.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        family = _descendants(serve.pid)
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in family]
+        assert sum(b"db_worker" in c for c in commands) >= 2
+        assert any(b"runserver" in c for c in commands)
+        serve.send_signal(stop)
+        serve.wait(30)
+        deadline = time.monotonic() + 20
+        while any(_alive(pid) for pid in family) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in family if _alive(pid)] == []
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
