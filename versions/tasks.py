@@ -11,6 +11,8 @@ from __future__ import annotations
 from importlib.util import find_spec
 from typing import Any
 
+from django.db import transaction
+
 if find_spec("django.tasks"):  # Django 6
     from django.tasks import task
 else:  # Django 5.2: the backport
@@ -23,6 +25,4 @@ def enqueue_on_commit(work: Any, *args: Any, **kwargs: Any) -> None:
     """Enqueue task ``work`` with ``args`` once the current transaction commits (at once
     outside one); a queue that cannot be reached then is logged, never raised into a write
     that already committed."""
-    from django.db import transaction
-
     transaction.on_commit(lambda: work.enqueue(*args, **kwargs), robust=True)

@@ -7,6 +7,7 @@ production, an embedded SQLite file otherwise), ``DJANGO_SECRET_KEY``, ``DJANGO_
 
 import json
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -153,13 +154,16 @@ _SQLITE_OPTIONS = {
     ),
 }
 _default_sqlite = f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+# A worker (manage.py db_worker) has no requests to end a connection at: it keeps its own
+# (health-checked) instead of opening one for every task it looks for.
+_DEFAULT_CONN_MAX_AGE = "600" if sys.argv[1:2] == ["db_worker"] else "0"
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", _default_sqlite),
         # Seconds a server keeps its database connection between requests (0: one per
         # request). On PostgreSQL a persistent connection also keeps the capture path's
         # prepared statements.
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", _DEFAULT_CONN_MAX_AGE)),
         conn_health_checks=True,
     )
 }

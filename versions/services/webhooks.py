@@ -519,8 +519,10 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
 
 @task()
 def fan_out(event_id: str) -> int:
-    """One delivery of ``event_id`` per active webhook taking its type, and its emails; returns
-    how many deliveries it made (0 when another worker already did)."""
+    """One delivery of ``event_id`` per active webhook taking its type, and its emails; the
+    first delivery is sent here at once (one task less between a commit and its receipt), the
+    others by tasks of their own. Returns how many deliveries it made (0 when another worker
+    already did)."""
     now = _now()
     rescue(now)
     with transaction.atomic():
@@ -529,25 +531,29 @@ def fan_out(event_id: str) -> int:
             return 0
         hooks = Webhook.objects.filter(
             app_id=event.app_id, active=True, events__contains=f",{event.type},"
-        ).values_list("pk", flat=True)
+        ).select_related("app")
         made = [
             WebhookDelivery(
                 id=_new_id("dlv"),
-                webhook_id=pk,
+                webhook=webhook,
                 event=event,
                 created_on=now,
                 next_attempt_on=now,
             )
-            for pk in hooks
+            for webhook in hooks
         ]
+        if made:
+            _lease(made[0], now)
         WebhookDelivery.objects.bulk_create(made)
         WebhookEvent.objects.filter(pk=event.pk).update(fanned_out=True)
-        for delivery in made:
+        for delivery in made[1:]:
             enqueue_on_commit(deliver, delivery.id)
         if EmailSubscription.objects.filter(
             app_id=event.app_id, events__contains=f",{event.type},"
         ).exists():
             enqueue_on_commit(email_event, event.id)
+    if made:
+        _send(made[0])
     return len(made)
 
 
@@ -648,12 +654,24 @@ def deliver(delivery_id: str) -> str:
             delivery.state = WebhookDelivery.FAILED
             delivery.save(update_fields=["state"])
             return "webhook disabled"
-        delivery.attempts += 1
-        delivery.lease_until = now + timedelta(seconds=3 * timeout_seconds()) + _LEASE_MARGIN
+        _lease(delivery, now)
         delivery.save(update_fields=["attempts", "lease_until"])
-        # Should this worker die while sending, this task finds the lease run out and sends
-        # again (at least once).
-        deliver.using(run_after=delivery.lease_until).enqueue(delivery.id)
+    return _send(delivery)
+
+
+def _lease(delivery: WebhookDelivery, now: datetime) -> None:
+    """Take ``delivery`` for one try (in the caller's transaction, the row locked or new): it
+    is this worker's until the lease runs out, longer than a try can take."""
+    delivery.attempts += 1
+    delivery.lease_until = now + timedelta(seconds=3 * timeout_seconds()) + _LEASE_MARGIN
+    # Should this worker die while sending, this task finds the lease run out and sends again
+    # (at least once). Enqueued in the lease's own transaction: on the database queue, both
+    # or neither.
+    deliver.using(run_after=delivery.lease_until).enqueue(delivery.id)
+
+
+def _send(delivery: WebhookDelivery) -> str:
+    """One try of a leased delivery: the signed POST, then its log and what follows."""
     webhook, event = delivery.webhook, delivery.event
     body = body_of(event, webhook.app.slug)
     headers = {
