@@ -579,3 +579,20 @@ def test_one_success_forgets_the_failures(app):
     run_worker()
     webhook.refresh_from_db()
     assert webhook.failing_since is None and webhook.active
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_whose_enqueue_was_lost_is_sent_with_the_next_one(app, settings):
+    # A web process that died between its commit and its enqueue: the event is stored, no
+    # task names it. The worker's next event finds it (a minute late) and sends it too.
+    settings.VERSIONS_WEBHOOK_RESCUE_SECONDS = 0
+    receiver = start_receiver()
+    _hook(app, "change_set.created", url=receiver.url)
+    lost = write(app, "v1\n", run="r1")
+    DBTaskResult.objects.all().delete()
+    WebhookEvent.objects.update(created_on=timezone.now() - timezone.timedelta(minutes=2))
+    later = write(app, "v2\n", run="r2")
+    run_worker()
+    run_worker()
+    got = receiver.wait_for(2)
+    assert sorted(json.loads(r.body)["data"]["changeSet"] for r in got) == sorted([lost, later])

@@ -29,7 +29,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -799,9 +799,17 @@ def email_event(event_id: str) -> int:
     return sent
 
 
+_rescued = {"last": datetime.min.replace(tzinfo=UTC)}
+
+
 def rescue(now: datetime) -> None:
     """Enqueue what a lost enqueue left waiting (a web process that died between its commit and
-    its enqueue): events not fanned out and due deliveries nobody holds, a minute late."""
+    its enqueue): events not fanned out and due deliveries nobody holds, a minute late. At
+    most every ``VERSIONS_WEBHOOK_RESCUE_SECONDS`` (10) in one worker process."""
+    every = timedelta(seconds=float(getattr(settings, "VERSIONS_WEBHOOK_RESCUE_SECONDS", 10)))
+    if now - _rescued["last"] < every:
+        return
+    _rescued["last"] = now
     late = now - _RESCUE_AFTER
     for event_id in WebhookEvent.objects.filter(fanned_out=False, created_on__lt=late).values_list(
         "pk", flat=True
