@@ -185,7 +185,7 @@ def main() -> None:
     # Below the retention limit (200 points): every write captures without pruning.
     hooked_ms, plain_ms = interleaved_medians(new_set(subscribed), new_set(plain), n=160, offset=0)
     join_hooked, join_plain = interleaved_medians(
-        joining(subscribed), joining(plain), n=20, offset=1000
+        joining(subscribed), joining(plain), n=80, offset=1000
     )
     p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
     print(
