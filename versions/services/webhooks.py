@@ -27,13 +27,12 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
@@ -409,27 +408,12 @@ def _emit_sql() -> str:
     )
 
 
-def _insert(sql: str, params: list[Any]) -> Callable[[], bool]:
-    """Run ``sql`` in the caller's transaction without waiting for its answer where the
-    driver can (the capture's pipeline on PostgreSQL); the callable says, once it committed,
-    whether it inserted a row."""
-    if connection.vendor == "postgresql" and not rawsql.recorded(connection):
-        connection.ensure_connection()
-        connection.validate_no_broken_transaction()
-        cursor = psycopg.Cursor(connection.connection)
-        with connection.wrap_database_errors:
-            cursor.execute(sql, params)
-        return lambda: cursor.rowcount > 0
-    count = rawsql.execute(sql, params)
-    return lambda: bool(count and count > 0)
-
-
 def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     """Record event ``event_type`` of app ``app_id`` in the caller's transaction when a webhook
     or a member's email takes it, and enqueue its delivery once the transaction commits."""
     event_id = _new_id("evt")
     pattern = f"%,{event_type},%"
-    inserted = _insert(
+    inserted = rawsql.execute_deferred(
         _emit_sql(),
         [
             event_id,
@@ -446,7 +430,7 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     )
 
     def enqueue() -> None:
-        if inserted():
+        if inserted() > 0:
             fan_out.enqueue(event_id)
 
     transaction.on_commit(enqueue, robust=True)
