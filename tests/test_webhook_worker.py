@@ -143,7 +143,7 @@ def write(app: App, source: str, run: str) -> str:
     return receipt.change_set_id
 
 
-def settled(timeout: float = 30.0) -> WebhookDelivery:
+def settled(timeout: float = 90.0) -> WebhookDelivery:
     """The one delivery, once it is no longer pending."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -192,19 +192,18 @@ def test_a_receiver_answering_500_first_gets_the_event_again(app_with_hook, work
 
 def test_a_receiver_that_hangs_is_cut_at_the_timeout_and_tried_again(app_with_hook, workers):
     app, hook = app_with_hook
-    receiver = start_receiver(answers=["hang"], hang_seconds=4 * TIMEOUT)
+    receiver = start_receiver(answers=["hang"], hang_seconds=60)
     hook(receiver.url)
     workers()
-    started = time.monotonic()
     write(app, "v1\n", "r1")
     receiver.wait_for(2)
     delivery = settled()
     assert delivery.state == "delivered"
     cut, answered = delivery.tries.order_by("attempted_on")
     assert cut.status_code is None and cut.error == f"No answer within {TIMEOUT:g} seconds."
-    assert TIMEOUT * 0.9 <= cut.duration_ms / 1000 < TIMEOUT * 3
+    # Cut at the timeout, long before the receiver would have answered (60 s).
+    assert TIMEOUT * 0.9 <= cut.duration_ms / 1000 < 20
     assert answered.status_code == 200
-    assert time.monotonic() - started < 4 * TIMEOUT + 5  # did not wait for the hang to end
 
 
 def test_a_worker_killed_while_sending_loses_no_event(app_with_hook, workers):
@@ -219,7 +218,7 @@ def test_a_worker_killed_while_sending_loses_no_event(app_with_hook, workers):
     first.wait(10)
     assert WebhookDelivery.objects.get().state == "pending"
     workers()  # another worker: it sends again once the dead one's lease runs out
-    got = receiver.wait_for(2, timeout=60)
+    got = receiver.wait_for(2, timeout=120)
     assert len(got) == 2
     assert got[0].body == got[1].body
     assert got[0].headers["Versions-Delivery"] == got[1].headers["Versions-Delivery"]

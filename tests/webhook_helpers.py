@@ -33,7 +33,7 @@ class Receiver:
         assert self.server is not None
         return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
-    def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
+    def wait_for(self, count: int, timeout: float = 90.0) -> list[Received]:
         deadline = time.monotonic() + timeout
         while len(self.received) < count and time.monotonic() < deadline:
             time.sleep(0.02)
