@@ -1,5 +1,6 @@
 # Versions: two commands on a fresh machine.
 #   make run   - virtualenv, install, migrate SQLite, load the demo app, serve on 127.0.0.1:8000
+#                with the worker beside it (webhooks, email); Ctrl-C stops both
 #   make test  - virtualenv, install, lint, type-check, and the whole suite (SQLite + PostgreSQL)
 #   make test-compat - the suite on Django 6.x and a Python >= 3.12 found here (CI runs it too)
 
@@ -32,7 +33,7 @@ demo: migrate
 	$(BIN)/python manage.py load_demo --address $(HOST)
 
 run: demo
-	$(BIN)/python manage.py runserver $(HOST)
+	$(BIN)/python manage.py serve $(HOST)
 
 lint: install
 	$(BIN)/ruff check .

@@ -41,10 +41,12 @@ def test_a_logged_write_runs_on_the_raw_path_and_is_counted(django_cursor_calls)
         services.write_artifact(app, "pltf_page", "index", "v2\n", requested_by="a", tool="t")
     logged = [q["sql"] for q in captured.captured_queries]
     writes = [sql for sql in logged if sql.startswith(("INSERT", "UPDATE"))]
-    # The blob, the change set, the point and the artifact: each logged once...
+    # The blob, the change set, its event (inserted only when a webhook or an email takes it,
+    # docs/architecture.md#notifications), the point and the artifact: each logged once...
     assert [w.split()[2 if w.startswith("INSERT") else 1] for w in writes] == [
         '"versions_blob"',
         '"versions_changeset"',
+        '"versions_webhookevent"',
         '"versions_restorepoint"',
         '"versions_artifact"',
     ]

@@ -247,3 +247,46 @@ PROTECTION_BAD_APPROVALS = "Required approvals is a whole number from 0 to 5."
 
 # deployments
 FINDING_PROTECTED = "Protection of this app: {lacks}."
+
+# webhooks and notifications (docs/architecture.md#notifications)
+WEBHOOK_URL_NOT_HTTP = (
+    "A webhook's URL is an http:// or https:// address with a host name, without a user name "
+    "or spaces (got “{url}”). Nothing was saved."
+)
+WEBHOOK_URL_NEEDS_HTTPS = (
+    "A webhook's URL must be https:// on this server (got “{url}”): the body and its "
+    "signature would travel in the clear. Nothing was saved."
+)
+WEBHOOK_URL_TOO_LONG = (
+    "A webhook's URL is at most {limit} characters; this one has {length}. Nothing was saved."
+)
+WEBHOOK_URL_UNRESOLVED = (
+    "The webhook's host “{host}” does not resolve to any address. Check its spelling; nothing "
+    "was saved."
+)
+WEBHOOK_URL_PRIVATE = (
+    "The webhook's host “{host}” resolves to {address}, a loopback, link-local or private "
+    "address, which this server does not call (VERSIONS_WEBHOOK_ALLOW_PRIVATE=1 allows it). "
+    "Nothing was saved."
+)
+WEBHOOK_SECRET_SHORT = (
+    "A webhook's secret is {least} to {most} characters (got {length}): receivers check "
+    "each body's signature with it. Nothing was saved."
+)
+WEBHOOK_EVENT_UNKNOWN = "There is no event “{event}”: the events are {known}. Nothing was saved."
+WEBHOOK_EVENTS_NONE = "Choose at least one event for the webhook. Nothing was saved."
+WEBHOOK_NOT_FOUND = "There is no webhook or delivery “{id}” in your apps."
+WEBHOOK_DISABLED_MAIL = (
+    "[Versions] {app}: a webhook was disabled",
+    "Every delivery to the webhook {url} of {app} failed for {hours} hours, so it was "
+    "disabled: no more events are sent to it.\n\nIts delivery log, on the app's Settings page "
+    "in the Versions panel, shows what the receiver answered. Turn it on again there once the "
+    "receiver works.",
+)
+WEBHOOK_ACTION_UNKNOWN = (
+    "Say what to do with a webhook: add, change, delete or redeliver. Nothing was changed."
+)
+EMAIL_NEEDS_A_PERSON = (
+    "Email notifications are a signed-in person's own choice: a token or a command has no "
+    "address to send them to. Nothing was changed."
+)

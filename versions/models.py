@@ -1299,3 +1299,134 @@ class Comment(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class Webhook(models.Model):
+    """An app's webhook (docs/architecture.md#notifications): the events it takes are POSTed,
+    signed with its secret, to its URL by the worker. Managed by the app's owners."""
+
+    URL_MAX = 2000
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="wh_<ms base36>_<8 chars>.")
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.CharField(max_length=URL_MAX, help_text="Where the events are POSTed.")
+    secret = models.CharField(max_length=200, help_text="Signs each body (HMAC-SHA256).")
+    events = models.CharField(
+        max_length=400,
+        help_text="The event names it takes, comma-separated and framed by commas (,a,b,).",
+    )
+    active = models.BooleanField(default=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_on = models.DateTimeField()
+    failing_since = models.DateTimeField(
+        null=True, blank=True, help_text="Its first failed delivery since its last success."
+    )
+    disabled_reason = models.CharField(max_length=400, blank=True)
+
+    class Meta:
+        ordering = ["app", "created_on", "id"]
+        indexes = [models.Index(fields=["app", "active"], name="webhook_app_active")]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def event_list(self) -> list[str]:
+        return [name for name in self.events.split(",") if name]
+
+
+class EmailSubscription(models.Model):
+    """A member's choice of an app's events to hear of by email."""
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    events = models.CharField(max_length=400, help_text="As Webhook.events: ,a,b,")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["app", "user"], name="email_subscription_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} on {self.app_id}"
+
+    @property
+    def event_list(self) -> list[str]:
+        return [name for name in self.events.split(",") if name]
+
+
+class WebhookEvent(models.Model):
+    """Something that happened to an app, stored in the transaction of the change it reports
+    (only when a webhook or a member's email takes its type); sent after commit."""
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="evt_<ms base36>_<8 chars>.")
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
+    type = models.CharField(max_length=40)
+    created_on = models.DateTimeField()
+    data = models.JSONField(default=dict)
+    fanned_out = models.BooleanField(
+        default=False, help_text="Its deliveries (one per webhook taking it) exist."
+    )
+
+    class Meta:
+        ordering = ["created_on", "id"]
+        indexes = [
+            models.Index(fields=["app", "created_on"], name="webhook_event_app"),
+            models.Index(fields=["fanned_out", "created_on"], name="webhook_event_pending"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class WebhookDelivery(models.Model):
+    """One event to one webhook, tried until it is answered 2xx or its time runs out."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    STATES = [(PENDING, "Pending"), (DELIVERED, "Delivered"), (FAILED, "Failed")]
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="dlv_<ms base36>_<8 chars>.")
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(WebhookEvent, on_delete=models.CASCADE, related_name="deliveries")
+    state = models.CharField(max_length=10, choices=STATES, default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    created_on = models.DateTimeField()
+    next_attempt_on = models.DateTimeField()
+    lease_until = models.DateTimeField(
+        null=True, blank=True, help_text="A worker is sending it until then."
+    )
+    redelivery_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_on", "id"]
+        indexes = [
+            models.Index(fields=["webhook", "-created_on"], name="delivery_by_webhook"),
+            models.Index(fields=["state", "next_attempt_on"], name="delivery_due"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class DeliveryAttempt(models.Model):
+    """One try of a delivery, as its log shows it: when, the answer's status, how long it
+    took, the first 1 KB of what it said (or why there was no answer)."""
+
+    EXCERPT_MAX = 1024
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="tries")
+    attempted_on = models.DateTimeField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    response_excerpt = models.TextField(blank=True)
+    error = models.CharField(max_length=400, blank=True)
+
+    class Meta:
+        ordering = ["delivery", "attempted_on", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} at {self.attempted_on}"

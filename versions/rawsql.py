@@ -313,3 +313,25 @@ def _fetched(cursor: Any, fetch: str) -> Any:
     if fetch == "all":
         return cursor.fetchall()
     return cursor.rowcount
+
+
+def execute_deferred(
+    sql: str, params: Sequence[Any], *, using: str = DEFAULT_DB_ALIAS
+) -> Callable[[], int]:
+    """:func:`execute` without waiting for the row count: inside a :func:`batch` on PostgreSQL
+    the statement travels with the others; the callable returns its row count once the
+    batch's results arrived (after its transaction committed, e.g. in ``on_commit``)."""
+    db = connections[using]
+    if db.vendor != "postgresql" or recorded(db):
+        count = execute(sql, params, using=using)
+        return lambda: int(count)
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    started = time.monotonic()
+    cursor = _pg_cursor(db, binary=False)
+    try:
+        with db.wrap_database_errors:
+            cursor.execute(sql, params)
+    finally:
+        _log(db, sql, params, started)
+    return lambda: cursor.rowcount

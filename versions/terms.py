@@ -129,3 +129,48 @@ PERMISSIONS = {
 
 # release
 SCOPE = "since_release"
+
+# Webhooks and notifications (docs/architecture.md#notifications): the events an app's webhooks
+# and its members' emails may take, and the audit trail's webhook actions.
+CHANGE_SET_CREATED = "change_set.created"
+REVIEW_SUBMITTED_EVENT = "review.submitted"
+COMMENT_CREATED = "comment.created"
+PRODUCTION_PROMOTED = "production.promoted"
+PRODUCTION_ROLLED_BACK = "production.rolled_back"
+RESTORE_COMPLETED = "restore.completed"
+REVERT_COMPLETED = "revert.completed"
+EVENTS = (
+    CHANGE_SET_CREATED,
+    REVIEW_SUBMITTED_EVENT,
+    COMMENT_CREATED,
+    PRODUCTION_PROMOTED,
+    PRODUCTION_ROLLED_BACK,
+    RESTORE_COMPLETED,
+    REVERT_COMPLETED,
+)
+# Each event in words, for the panel's checkboxes and the emails.
+EVENT_LABELS = {
+    CHANGE_SET_CREATED: "An agent started a change set",
+    REVIEW_SUBMITTED_EVENT: "A review was submitted",
+    COMMENT_CREATED: "A line comment or a reply was written",
+    PRODUCTION_PROMOTED: "Production was promoted",
+    PRODUCTION_ROLLED_BACK: "Production was rolled back",
+    RESTORE_COMPLETED: "A restore completed",
+    REVERT_COMPLETED: "A revert completed",
+}
+WEBHOOK_CREATED = "webhook_created"
+WEBHOOK_CHANGED = "webhook_changed"
+WEBHOOK_DELETED = "webhook_deleted"
+WEBHOOK_REDELIVERED = "webhook_redelivered"
+WEBHOOK_DISABLED = "webhook_disabled"
+NOTIFICATIONS_CHANGED = "notifications_changed"
+ACTION_LABELS.update(
+    {
+        WEBHOOK_CREATED: "Webhook added",
+        WEBHOOK_CHANGED: "Webhook changed",
+        WEBHOOK_DELETED: "Webhook deleted",
+        WEBHOOK_REDELIVERED: "Webhook event redelivered",
+        WEBHOOK_DISABLED: "Webhook disabled after failing",
+        NOTIFICATIONS_CHANGED: "Email notifications changed",
+    }
+)

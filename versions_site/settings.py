@@ -7,6 +7,7 @@ production, an embedded SQLite file otherwise), ``DJANGO_SECRET_KEY``, ``DJANGO_
 
 import json
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -84,6 +85,10 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",  # only for the API docs page's Swagger UI, served from our static files
     "axes",  # sign-in throttling (docs/operations.md#sign-in-throttling)
+    # The worker's queue (docs/operations.md#worker): Django's tasks API, from Django itself on
+    # 6.x and from the django-tasks backport on 5.2, with its queue in the database.
+    *(() if django.VERSION >= (6, 0) else ("django_tasks",)),
+    "django_tasks_db",
     "versions",
 ]
 
@@ -149,13 +154,16 @@ _SQLITE_OPTIONS = {
     ),
 }
 _default_sqlite = f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+# A worker (manage.py db_worker) has no requests to end a connection at: it keeps its own
+# (health-checked) instead of opening one for every task it looks for.
+_DEFAULT_CONN_MAX_AGE = "600" if sys.argv[1:2] == ["db_worker"] else "0"
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", _default_sqlite),
         # Seconds a server keeps its database connection between requests (0: one per
         # request). On PostgreSQL a persistent connection also keeps the capture path's
         # prepared statements.
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", _DEFAULT_CONN_MAX_AGE)),
         conn_health_checks=True,
     )
 }
@@ -246,6 +254,28 @@ else:
 # A refused CSRF check explains itself in the panel's words instead of Django's debug page.
 CSRF_FAILURE_VIEW = "versions.views._common.csrf_failure"
 
+# Background work (webhooks, email; docs/operations.md#worker) is a task on Django's tasks API,
+# queued in the database by default and run by ``manage.py db_worker``. Another backend (Redis,
+# RabbitMQ) is a dotted path in VERSIONS_TASKS_BACKEND; the tasks are the same.
+TASKS = {
+    "default": {
+        "BACKEND": os.environ.get("VERSIONS_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
+    }
+}
+
+# Email (notifications to members who opt in, and to a failing webhook's owners): the console in
+# development; DJANGO_EMAIL_BACKEND and the usual EMAIL_* variables in production.
+EMAIL_BACKEND = os.environ.get(
+    "DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = os.environ.get("DJANGO_EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("DJANGO_EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("DJANGO_EMAIL_USE_TLS", "0") == "1"
+EMAIL_FILE_PATH = os.environ.get("DJANGO_EMAIL_FILE_PATH", "")
+DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "versions@localhost")
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -303,5 +333,13 @@ VERSIONS_LIVE_CORS = os.environ.get("VERSIONS_LIVE_CORS", "1") != "0"
 # The agent API takes sources up to VERSIONS_MAX_WRITE_BYTES inside JSON, where escaping can
 # make a body up to six times longer (\u0001); bigger bodies answer 413 (JSON), never a 400 page.
 DATA_UPLOAD_MAX_MEMORY_SIZE = VERSIONS_MAX_WRITE_BYTES * 6 + 1_048_576
+# Webhooks (docs/operations.md#webhooks): loopback, link-local and private addresses are refused
+# unless VERSIONS_WEBHOOK_ALLOW_PRIVATE=1 (a receiver on this machine, in development and tests).
+VERSIONS_WEBHOOK_ALLOW_PRIVATE = os.environ.get("VERSIONS_WEBHOOK_ALLOW_PRIVATE", "0") == "1"
+# https:// only in production (DJANGO_DEBUG=0): a body and its signature never travel in the clear.
+VERSIONS_WEBHOOK_REQUIRE_HTTPS = not DEBUG
+VERSIONS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("VERSIONS_WEBHOOK_TIMEOUT_SECONDS", "10"))
+VERSIONS_WEBHOOK_RETRY_SECONDS = float(os.environ.get("VERSIONS_WEBHOOK_RETRY_SECONDS", "10"))
+VERSIONS_WEBHOOK_RETRY_HOURS = float(os.environ.get("VERSIONS_WEBHOOK_RETRY_HOURS", "24"))
 # Workspaces for changes-log rollback: a JSON object {"name": "/path/to/folder"}.
 VERSIONS_WORKSPACES: dict[str, str] = json.loads(os.environ.get("VERSIONS_WORKSPACES", "{}"))

@@ -97,13 +97,13 @@ def test_receipt_page_on_a_phone_fits_and_says_each_thing_once(
 
 
 def test_every_tab_of_an_app_is_on_a_phones_screen(phone_page, live_server, demo_signed_in):
-    """All seven tabs are in sight (none scrolled off the edge), and each one opens."""
+    """All eight tabs are in sight (none scrolled off the edge), and each one opens."""
     page = phone_page
     demo_signed_in(page)
     page.goto(f"{live_server.url}/apps/{DEMO_SLUG}/versions/")
     names = [
-        "Change sets", "Restore points", "Since release", "Production", "Members", "Activity",
-        "Settings",
+        "Change sets", "Restore points", "Since release", "Production", "Notifications",
+        "Members", "Activity", "Settings",
     ]  # fmt: skip
     tabs = page.locator("nav.tabs a")
     expect(tabs).to_have_text(names)

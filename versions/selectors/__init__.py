@@ -15,6 +15,8 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.audit` — the audit trail: Activity, export, the chain's check;
 - :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks;
 - :mod:`~versions.selectors.paging` — keyset pages of newest-first lists (docs/api.md#cursors);
+- :mod:`~versions.selectors.webhooks` — an app's webhooks with their delivery logs, and a
+  member's email choices;
 - :mod:`~versions.selectors.reviews` — a set's reviews, threads and review state, and an app's
   protection.
 """
@@ -159,8 +161,14 @@ from versions.selectors.states import (
     state_at,
     states_at,
 )
+from versions.selectors.webhooks import (
+    email_events_of,
+    webhooks_of,
+)
 
 __all__ = [
+    "email_events_of",
+    "webhooks_of",
     "production_notice",
     "attach_review_states",
     "APPROVED",

@@ -30,7 +30,9 @@ roles, flows and refs in :mod:`versions.terms`.
 - ``reviews`` — reviews, line comments and an app's protection (docs/architecture.md#reviews);
 - ``routes`` — the route-save path (docs/architecture.md#live-app);
 - ``tokens`` — agent tokens;
-- ``validation`` — what a name, collection or source must be.
+- ``validation`` — what a name, collection or source must be;
+- ``webhooks`` — an app's webhooks and its members' emails, and the worker's tasks that send
+  them (docs/architecture.md#notifications); the doors reach them through ``change_app``.
 """
 
 from versions.services._store import (

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from versions.errors import Conflict, Forbidden, InvalidInput
-from versions.messages import NO_NEW_APPS
+from versions.messages import EMAIL_NEEDS_A_PERSON, NO_NEW_APPS, WEBHOOK_ACTION_UNKNOWN
 from versions.models import App
 from versions.services.access import (
     Actor,
@@ -24,10 +24,18 @@ from versions.services.access import (
 from versions.services.audit import record
 from versions.services.reviews import set_protection
 from versions.services.validation import check_new_app_slug
+from versions.services.webhooks import (
+    change_webhook,
+    create_webhook,
+    delete_webhook,
+    redeliver,
+    set_email_events,
+)
 from versions.terms import (
     APP_SETTINGS_CHANGED,
     MANAGE,
     ROLE_FOR,
+    VIEW,
 )
 
 SLUG_INVALID = "An app's slug is 1 to 50 lowercase letters, digits and hyphens (got “{slug}”)."
@@ -101,14 +109,23 @@ def change_app(
     name: object = None,
     require_preconditions: bool | None = None,
     protection: Mapping[str, Any] | None = None,
+    webhook: Mapping[str, Any] | None = None,
+    email_events: object = None,
     actor: Actor | None = None,
 ) -> App:
     """Change what an owner may change of ``app`` (its slug, in every address, never changes):
     its display name, whether agent writes must carry a precondition, and what promoting needs
     (``protection``: ``required_approvals``, ``block_on_changes_requested``, ``dismiss_stale``;
-    a person's change only). ``None`` keeps a setting as it is."""
+    a person's change only). ``None`` keeps a setting as it is.
+
+    ``webhook`` adds, changes, deletes or re-delivers one of its webhooks
+    (docs/architecture.md#notifications): ``{"add": {"url", "secret", "events"}}``,
+    ``{"change": id, "url"?, "secret"?, "events"?, "active"?}``, ``{"delete": id}`` or
+    ``{"redeliver": delivery id}``. ``email_events``: the events of the app the acting person
+    hears of by email (a member's own choice: it needs only ``view``)."""
+    owner_only = (name, require_preconditions, protection, webhook) != (None,) * 4
     with transaction.atomic():
-        found = app_for(app, actor=actor, action=MANAGE)
+        found = app_for(app, actor=actor, action=MANAGE if owner_only else VIEW)
         if name is not None:
             found = rename_app(found, name, actor=actor)
         if require_preconditions is not None:
@@ -117,4 +134,40 @@ def change_app(
             if actor is None:
                 actor = command_actor("change_app")
             set_protection(found, actor=actor, **protection)
+        if webhook is not None:
+            _change_webhooks(found, webhook, actor)
+        if email_events is not None:
+            if actor is None or actor.user is None:
+                raise InvalidInput(EMAIL_NEEDS_A_PERSON, field="email_events")
+            set_email_events(found, email_events, actor=actor)
         return found
+
+
+def _change_webhooks(app: App, webhook: Mapping[str, Any], actor: Actor | None) -> None:
+    """One webhook action of :func:`change_app` on ``app``; a webhook or delivery of another
+    app is not found."""
+    if "add" in webhook:
+        fields = webhook["add"]
+        create_webhook(
+            app,
+            url=fields.get("url"),
+            secret=fields.get("secret"),
+            events=fields.get("events"),
+            actor=actor,
+        )
+    elif "change" in webhook:
+        change_webhook(
+            webhook["change"],
+            app=app,
+            url=webhook.get("url"),
+            secret=webhook.get("secret"),
+            events=webhook.get("events"),
+            active=webhook.get("active"),
+            actor=actor,
+        )
+    elif "delete" in webhook:
+        delete_webhook(webhook["delete"], app=app, actor=actor)
+    elif "redeliver" in webhook:
+        redeliver(webhook["redeliver"], app=app, actor=actor)
+    else:
+        raise InvalidInput(WEBHOOK_ACTION_UNKNOWN, field="webhook")

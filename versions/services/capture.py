@@ -19,7 +19,7 @@ from versions.messages import (
     NAME_LOOKS_LIKE,
 )
 from versions.models import API_ROUTE, App, Artifact
-from versions.services import _sql, retention, routes
+from versions.services import _sql, retention, routes, webhooks
 from versions.services._store import sha256_hex
 from versions.services.access import (
     Actor,
@@ -35,6 +35,7 @@ from versions.services.validation import (
     validate_optional_id,
 )
 from versions.terms import (
+    CHANGE_SET_CREATED,
     WRITE,
 )
 
@@ -160,6 +161,18 @@ def _change_set_for(
             return recent
     set_id = ids.change_set_id(point_id)
     _sql.insert_change_set(set_id, app_id, at, by, run_id, turn_id, message)
+    webhooks.emit(
+        app_id,
+        CHANGE_SET_CREATED,
+        {
+            "changeSet": set_id,
+            "firstPoint": point_id,
+            "requestedBy": by,
+            "runId": run_id,
+            "turnId": turn_id,
+            "message": message,
+        },
+    )
     return set_id, False
 
 

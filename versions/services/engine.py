@@ -55,7 +55,7 @@ from versions.models import (
     DeploymentEvent,
     RestorePoint,
 )
-from versions.services import _restore_sql, _sql, retention, routes
+from versions.services import _restore_sql, _sql, retention, routes, webhooks
 from versions.services._store import repoint_many
 from versions.services.access import (
     Actor,
@@ -571,6 +571,9 @@ def execute(plan: Plan | MovePlan, request: Request) -> Any:
                 receipt = run(plan, subject, request)  # type: ignore[arg-type]
                 if not request.dry_run:  # in the action's transaction: both or neither
                     _audit(plan.audit_action, app, subject, request, receipt)
+                    webhooks.engine_outcome(
+                        plan.audit_action, app, subject.ref, request.by, receipt
+                    )
                 return receipt
         except PreflightFailed as exc:
             if not request.dry_run:  # after the rollback, on purpose: the refusal is kept

@@ -36,6 +36,7 @@ from versions.models import App, AppProtection, ChangeSet, Comment, RestorePoint
 from versions.selectors.set_states import set_states
 from versions.services.access import Actor, app_for, set_for
 from versions.services.audit import record
+from versions.services.webhooks import emit
 from versions.terms import (
     COMMENT_ADDED,
     COMMENT_REPLIED,
@@ -43,9 +44,13 @@ from versions.terms import (
     PROTECTION_CHANGED,
     REVIEW,
     REVIEW_SUBMITTED,
+    REVIEW_SUBMITTED_EVENT,
     THREAD_REOPENED,
     THREAD_RESOLVED,
     VIEW,
+)
+from versions.terms import (
+    COMMENT_CREATED as COMMENT_CREATED_EVENT,
 )
 
 _COMMENT_ID = re.compile(r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$")
@@ -121,6 +126,17 @@ def submit_review(
             targets=[found.id, review.id],
             details={"verdict": verdict},
         )
+        emit(
+            found.app_id,
+            REVIEW_SUBMITTED_EVENT,
+            {
+                "review": review.id,
+                "changeSet": found.id,
+                "author": actor.name,
+                "verdict": verdict,
+                "body": text,
+            },
+        )
     return review
 
 
@@ -186,6 +202,19 @@ def add_comment(
             targets=[found.id, comment.id],
             details={"anchor": f"{collection}/{name}:{side}:{line}"},
         )
+        emit(
+            found.app_id,
+            COMMENT_CREATED_EVENT,
+            {
+                "comment": comment.id,
+                "changeSet": found.id,
+                "thread": None,
+                "author": actor.name,
+                "byAgent": False,
+                "anchor": {"collection": collection, "name": name, "side": side, "line": line},
+                "body": text,
+            },
+        )
     return comment
 
 
@@ -232,6 +261,19 @@ def reply(comment_id: str, *, body: str, actor: Actor, app: App | None = None) -
             actor=actor,
             app=found.app,
             targets=[found.change_set_id, root.id, comment.id],
+        )
+        emit(
+            found.app_id,
+            COMMENT_CREATED_EVENT,
+            {
+                "comment": comment.id,
+                "changeSet": found.change_set_id,
+                "thread": root.id,
+                "author": comment.author_name,
+                "byAgent": comment.by_agent,
+                "anchor": None,
+                "body": text,
+            },
         )
     return comment
 

@@ -5,6 +5,7 @@ from versions.views.activity import app_activity, instance_activity
 from versions.views.compare import compare, compare_file, compare_pick, compare_viewed
 from versions.views.diffs import diff_context, diff_page, diff_section
 from versions.views.members import add_member, change_role, members, remove_member
+from versions.views.notifications import notifications, webhook_action
 from versions.views.pages import change_set, change_sets, home, restore_point, restore_points
 from versions.views.production import preview, production, promote, rollback
 from versions.views.protection import app_settings
@@ -14,6 +15,8 @@ from versions.views.restoring import restore_point as restore_point_restore
 from versions.views.reviews import add_comment, reply, resolve, submit_review
 
 __all__ = [
+    "notifications",
+    "webhook_action",
     "add_comment",
     "reply",
     "resolve",

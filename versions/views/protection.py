@@ -15,7 +15,7 @@ from versions import selectors, services
 from versions.errors import InvalidInput
 from versions.forms import ProtectionForm
 from versions.models import App
-from versions.terms import MANAGE
+from versions.terms import EVENT_LABELS, MANAGE
 from versions.views._common import actor_of, is_fragment, panel_view, perms, render_tab
 
 SAVED = "Saved: {summary}"
@@ -40,15 +40,37 @@ def summary(app: App) -> str:
     )
 
 
-def _page(request: HttpRequest, app: App, form: ProtectionForm, **extra: Any) -> HttpResponse:
-    ctx = {"app": app, "tab": "settings", "form": form, "summary": summary(app)}
+def settings_page(
+    request: HttpRequest, app: App, form: ProtectionForm, **extra: Any
+) -> HttpResponse:
+    ctx = {
+        "app": app,
+        "tab": "settings",
+        "form": form,
+        "summary": summary(app),
+        "webhooks": selectors.webhooks_of(app),
+        "event_choices": list(EVENT_LABELS.items()),
+        "webhook_form": {},
+    }
     ctx.update(perms(request, app), **extra)
     return render_tab(
         request,
         ctx,
         fragment="versions/partials/_settings_body.html",
         page="versions/settings.html",
-        status=422 if form.errors or extra.get("error") else 200,
+        status=422 if form.errors or extra.get("error") or extra.get("webhook_error") else 200,
+    )
+
+
+def current_form(app: App) -> ProtectionForm:
+    """The protection form as the app's protection is now."""
+    current = selectors.protection_of(app)
+    return ProtectionForm(
+        initial={
+            "required_approvals": current.required_approvals,
+            "block_on_changes_requested": current.block_on_changes_requested,
+            "dismiss_stale": current.dismiss_stale,
+        }
     )
 
 
@@ -59,22 +81,14 @@ def app_settings(request: HttpRequest, slug: str) -> HttpResponse:
     actor = actor_of(request)
     app = services.app_for(slug, actor=actor, action=MANAGE)
     if request.method == "GET":
-        current = selectors.protection_of(app)
-        form = ProtectionForm(
-            initial={
-                "required_approvals": current.required_approvals,
-                "block_on_changes_requested": current.block_on_changes_requested,
-                "dismiss_stale": current.dismiss_stale,
-            }
-        )
-        return _page(request, app, form)
+        return settings_page(request, app, current_form(app))
     form = ProtectionForm(request.POST)
     if not form.is_valid():
-        return _page(request, app, form)
+        return settings_page(request, app, form)
     try:
         services.change_app(app, actor=actor, protection=form.cleaned_data)
     except InvalidInput as exc:
-        return _page(request, app, form, error=exc.message)
+        return settings_page(request, app, form, error=exc.message)
     if not is_fragment(request):
         return redirect(reverse("versions:app_settings", args=[app.slug]))
-    return _page(request, app, form, status_message=SAVED.format(summary=summary(app)))
+    return settings_page(request, app, form, status_message=SAVED.format(summary=summary(app)))
