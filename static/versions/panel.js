@@ -189,6 +189,28 @@
       event.preventDefault();
       closeDialog(button.closest("dialog"));
     }
+    // A line comment form's Cancel: the form's row goes, focus goes back to its line number.
+    var cancel = event.target.closest && event.target.closest("[data-cancel-row]");
+    if (cancel) {
+      event.preventDefault();
+      var row = cancel.closest("tr");
+      var line = row && row.previousElementSibling;
+      var link = line && line.querySelector(".ln-link");
+      if (row) row.remove();
+      if (link) link.focus();
+    }
+  });
+
+  // A line number clicked while its comment form is open: no second form, focus the first.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var number = event.detail.elt;
+    if (!number.classList || !number.classList.contains("ln-link")) return;
+    var next = number.closest("tr").nextElementSibling;
+    if (next && next.classList.contains("comment-form-row")) {
+      event.preventDefault();
+      var area = next.querySelector("textarea");
+      if (area) area.focus();
+    }
   });
 
   document.addEventListener("htmx:responseError", function (event) {

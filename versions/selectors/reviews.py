@@ -309,13 +309,15 @@ def line_threads(
     return out
 
 
-def comment_target(app: App, artifact_id: int, sha256: str) -> tuple[str, str] | None:
+def comment_target(app: App, collection: str, name: str, sha256: str) -> tuple[str, str] | None:
     """Which change set a line of the state ``sha256`` of an artifact is commented on, and on
     which side: the newest set that wrote that state (its after side), else the oldest set
     whose write started from it (its before side). ``None``: no set of the app did."""
     if not sha256:
         return None
-    points = RestorePoint.objects.filter(app_id=app.pk, artifact_id=artifact_id)
+    points = RestorePoint.objects.filter(
+        app_id=app.pk, artifact__collection=collection, artifact__name=name
+    )
     wrote = (
         points.filter(new_sha256=sha256)
         .order_by("-created_on", "-id")

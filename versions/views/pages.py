@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
 from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
-from versions.views.diffs import build_diff, prepare
+from versions.views.diffs import build_diff, prepare, with_notes
 from versions.views.reviews import reviews_context
 from versions.workspace import log_sets
 
@@ -93,6 +93,7 @@ def expanded_set_context(
     xs = selectors.expanded_set(app, set_id, view)
     prepare(xs.changes)
     diffs = [build_diff(ch) for ch in xs.changes]
+    with_notes(request, app, diffs)
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
     cs = xs.change_set
     selectors.attach_review_states(app, [cs])
