@@ -44,7 +44,10 @@ def turn(app) -> dict[str, Any]:
 
 
 def _links(html: str) -> list[str]:
-    return [unquote(u).replace("&amp;", "&") for u in re.findall(r'class="ln-link" href="([^"]+)"', html)]
+    return [
+        unquote(u).replace("&amp;", "&")
+        for u in re.findall(r'class="ln-link" href="([^"]+)"', html)
+    ]
 
 
 def test_a_reviewer_clicks_a_line_number_comments_and_the_thread_shows_under_its_line(
@@ -121,10 +124,9 @@ def test_a_line_form_on_a_state_that_changed_since_is_refused_in_words(client, a
         **HX,
     )
     assert answer.status_code == 422
-    assert (
-        messages.LINE_CHANGED_SINCE.format(collection=PAGE, name="index").split(":")[0]
-        in answer.content.decode().replace("&ldquo;", "“").replace("&rdquo;", "”")
-    )
+    assert messages.LINE_CHANGED_SINCE.format(collection=PAGE, name="index").split(":")[
+        0
+    ] in answer.content.decode().replace("&ldquo;", "“").replace("&rdquo;", "”")
     assert not Comment.objects.exists()
 
 
@@ -238,9 +240,7 @@ def test_a_write_that_addresses_a_thread_marks_it_addressed_in_its_point(app, th
 
 def test_a_reply_id_addresses_its_thread(app, thread):
     reply = services.reply(thread["comment"], body="On it", actor=thread["rita"])
-    receipt = services.write_artifact(
-        app, PAGE, "index", "x\n", tool="t", addresses=[reply.id]
-    )
+    receipt = services.write_artifact(app, PAGE, "index", "x\n", tool="t", addresses=[reply.id])
     assert Comment.objects.get(pk=thread["comment"]).addressed_in == receipt.restore_point_id
 
 
@@ -282,13 +282,9 @@ def test_another_apps_thread_is_refused_like_an_unknown_one(app, thread):
 
 def test_a_delete_addresses_threads_through_its_query(app, thread):
     client = ApiClient(thread["token"])
-    answer = client.delete(
-        f"/apps/{app.slug}/artifacts/{PAGE}/index?addresses={thread['comment']}"
-    )
+    answer = client.delete(f"/apps/{app.slug}/artifacts/{PAGE}/index?addresses={thread['comment']}")
     assert answer.status_code == 200, answer.content
-    assert Comment.objects.get(pk=thread["comment"]).addressed_in == answer.json()[
-        "restorePointId"
-    ]
+    assert Comment.objects.get(pk=thread["comment"]).addressed_in == answer.json()["restorePointId"]
 
 
 def _tool(slug: str, token: str, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
@@ -343,9 +339,7 @@ def test_the_apps_list_and_the_app_show_awaiting_your_review(client, app, turn):
     assert "Awaiting your review" not in client.get("/").content.decode()
 
 
-def test_the_draft_ahead_of_production_counts_the_sets_production_does_not_serve(
-    client, app, turn
-):
+def test_the_draft_ahead_of_production_counts_the_sets_production_does_not_serve(client, app, turn):
     assert selectors.draft_ahead(app) is None  # no production yet
     services.promote(app, by="olga")
     app.refresh_from_db()
@@ -362,3 +356,43 @@ def test_the_draft_ahead_of_production_counts_the_sets_production_does_not_serve
     page = client.get(f"/apps/{app.slug}/versions/production/").content.decode()
     assert "The draft is 3 change sets ahead of production" in page
     assert first.change_set_id in page
+
+
+# --- restore sets under their set, the compare picker, the demo --------------------------
+
+
+def test_a_restore_set_says_what_it_restored_and_sits_under_its_set(admin_client, app, turn):
+    receipt = services.restore_change_set(turn["set"], by="olga")
+    write(app, "later\n", "9")  # a newer set, so the restore set is not simply next in time
+    page = admin_client.get(f"/apps/{app.slug}/versions/").content.decode()
+    rows = re.findall(r'<li class="row set([^"]*)" id="set-([^"]+)"', page)
+    ids = [set_id for _, set_id in rows]
+    assert ids.index(receipt.set_id) == ids.index(turn["set"]) + 1
+    assert "nested" in dict((i, c) for c, i in rows)[receipt.set_id]
+    assert f"Restore all of {turn['set']} by olga" in page
+
+
+def test_compare_offers_recent_sets_deployments_release_production_and_draft(
+    admin_client, app, turn
+):
+    services.promote(app, by="olga")
+    services.mark_release(turn["set"], by="olga")
+    page = admin_client.get(f"/apps/{app.slug}/versions/compare/draft...draft/").content.decode()
+    picker = page.split('<select id="c-left"')[1].split("</select>")[0]
+    assert 'value="draft"' in picker and 'value="production"' in picker
+    assert "Release (" in picker and f'value="{turn["set"]}"' in picker
+    assert re.search(r'value="dp_[0-9a-z]+_[0-9a-z]+"', picker)
+    assert '<input id="c-left"' not in page  # nothing to type
+
+
+def test_the_demo_turn_carries_a_message_and_a_review_with_a_thread(db):
+    from django.core.management import call_command
+
+    call_command("load_demo", stdout=__import__("io").StringIO())
+    app = App.objects.get(slug="quote-approvals")
+    [turn] = [c for c in app.change_sets.all() if c.run_id == "demo-agent-turn-1"]
+    assert "Approve all" in turn.message
+    [review] = turn.reviews.all()
+    assert review.verdict == "request_changes" and review.author_name == "reviewer"
+    [thread] = selectors.threads(turn)
+    assert "approved automatically" in thread.comment.line_text and not thread.outdated

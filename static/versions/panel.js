@@ -264,6 +264,21 @@
 
   document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
 
+  // Filters fold away on a phone (open as rendered elsewhere, and while a filter is on).
+  var phone = window.matchMedia("(max-width: 760px)");
+  function foldFilters(root) {
+    var folds = root.querySelectorAll ? root.querySelectorAll("details[data-fold]") : [];
+    for (var i = 0; i < folds.length; i++) {
+      var on = folds[i].querySelector("summary .badge");
+      folds[i].open = !phone.matches || !!on;
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () { foldFilters(document); });
+  document.addEventListener("htmx:load", function (event) {
+    var el = event.detail.elt;
+    if (el && el.querySelector && el.id === "tab-body") foldFilters(el);
+  });
+
   // ------------------------------------------------------------------ Viewed marks (compare)
   document.addEventListener("change", function (event) {
     var box = event.target;

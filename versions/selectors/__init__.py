@@ -104,11 +104,13 @@ from versions.selectors.panel import (
     expanded_set,
     get_point,
     load_sources,
+    nest_restore_sets,
     point_change,
     point_filter_options,
     release_history,
     restore_point_page,
     restore_set,
+    restore_words,
     search_change_sets,
     then_source,
     undone_by,
@@ -167,6 +169,8 @@ from versions.selectors.states import (
 )
 
 __all__ = [
+    "nest_restore_sets",
+    "restore_words",
     "production_notice",
     "attach_review_states",
     "APPROVED",

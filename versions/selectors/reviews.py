@@ -24,6 +24,7 @@ from versions.models import (
     App,
     AppProtection,
     Artifact,
+    Blob,
     ChangeSet,
     Comment,
     Deployment,
@@ -201,11 +202,12 @@ def review_dict(review: Review, stale: bool) -> dict[str, Any]:
 
 
 def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
-    """Blobs' sources by sha256, from one query (the panel's reader; imported here when
-    called, as the panel's selectors read review states from this module)."""
-    from versions.selectors.panel import blob_sources as read
-
-    return read(shas)
+    """The sources (UTF-8 bytes) of a few blobs by sha256, from one query: the states line
+    comments are anchored to and shown on."""
+    wanted = {s for s in shas if s}
+    if not wanted:
+        return {}
+    return {b.sha256: b.raw for b in Blob.objects.filter(pk__in=wanted)}
 
 
 def _with_replies(roots: list[Comment]) -> dict[str, list[Comment]]:
@@ -389,9 +391,9 @@ def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]
     for a in apps:
         pending |= Q(app_id=a.pk, created_on__gt=_pending_since(a))
     candidates = list(
-        ChangeSet.objects.filter(pending, kind=ChangeSet.CHANGE).order_by("-created_on", "-id")[
-            : AWAITING_MAX * len(apps)
-        ]
+        ChangeSet.objects.filter(pending, kind=ChangeSet.CHANGE)
+        .select_related("app")
+        .order_by("-created_on", "-id")[: AWAITING_MAX * len(apps)]
     )
     if not candidates:
         return out

@@ -71,6 +71,14 @@ def collection_label(collection: str) -> str:
 
 
 @register.filter
+def restore_words(change_set: Any) -> str:
+    """What a restore set restored, in words ("Restore all of cs_… by ada")."""
+    from versions.selectors import restore_words as words
+
+    return words(change_set)
+
+
+@register.filter
 def short_sha(sha: str | None) -> str:
     return (sha or "")[:12] or "—"
 

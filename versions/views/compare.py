@@ -162,6 +162,7 @@ def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
         "cmp": cmp,
         "files": files,
         "layout": layout,
+        "choices": comparing.compare_choices(cmp.app, cmp.left.ref, cmp.right.ref),
         "viewed_url": reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec]),
         "tab": "compare",
         "viewed_count": sum(1 for f in files if f.viewed),
