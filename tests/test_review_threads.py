@@ -368,7 +368,7 @@ def test_a_restore_set_says_what_it_restored_and_sits_under_its_set(admin_client
     rows = re.findall(r'<li class="row set([^"]*)" id="set-([^"]+)"', page)
     ids = [set_id for _, set_id in rows]
     assert ids.index(receipt.set_id) == ids.index(turn["set"]) + 1
-    assert "nested" in dict((i, c) for c, i in rows)[receipt.set_id]
+    assert "nested" in {i: c for c, i in rows}[receipt.set_id]
     assert f"Restore all of {turn['set']} by olga" in page
 
 

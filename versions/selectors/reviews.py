@@ -438,13 +438,15 @@ def draft_ahead(app: App) -> list[ChangeSet] | None:
     its review state (``review``): sets with a write after production's deployment was made
     to an artifact whose draft state production does not serve. ``None``: the app has no
     production (the draft is what it serves)."""
-    if app.production_id is None:
+    # Read afresh: the caller's row may predate a promotion made in the same request.
+    production = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
+    if production is None:
         return None
     made = (
-        Deployment.objects.filter(pk=app.production_id).values_list("created_on", flat=True)
+        Deployment.objects.filter(pk=production).values_list("created_on", flat=True)
     ).first()
     held = dict(
-        DeploymentEntry.objects.filter(deployment_id=app.production_id).values_list(
+        DeploymentEntry.objects.filter(deployment_id=production).values_list(
             "artifact_id", "blob_id"
         )
     )
