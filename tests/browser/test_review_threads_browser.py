@@ -24,11 +24,16 @@ LINE = 13
 PROTECTED = {"required_approvals": 1, "block_on_changes_requested": True, "dismiss_stale": True}
 
 
-def _shot(page, name: str) -> None:
+def _shot(page, name: str, part: str | None = None) -> None:
+    """The page (or the element ``part`` selects) as a PNG in $VERSIONS_REVIEW_SHOTS."""
     if SHOTS:
         width = page.viewport_size["width"] if page.viewport_size else 0
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}-{width}.png"), full_page=True)
+        path = str(Path(SHOTS) / f"{name}-{width}.png")
+        if part:
+            page.locator(part).first.screenshot(path=path)
+        else:
+            page.screenshot(path=path, full_page=True)
 
 
 @pytest.fixture
@@ -238,7 +243,6 @@ def test_new_pages_have_no_serious_accessibility_problems(sized_page, live_serve
         body="Where does **24 hours** come from?", actor=reviewer,
     )  # fmt: skip
     services.reply(root.id, body="From the old *spec*.", actor=reviewer)
-    services.restore_change_set(turn, by="demo")
     services.change_app(slug, protection=PROTECTED)
     _as_reviewer(page, live_server)
 
@@ -246,6 +250,35 @@ def test_new_pages_have_no_serious_accessibility_problems(sized_page, live_serve
     axe(page, "the apps list with sets awaiting a review")
     _shot(page, "apps")
 
+    page.goto(f"{live_server.url}/apps/{slug}/versions/change-sets/{turn}/")
+    expect(page.locator(f"#line-thread-{root.id}")).to_be_visible()
+    _line_number(page, "Approve all</button>").click()
+    expect(page.locator("tr.comment-form-row textarea")).to_be_visible()
+    axe(page, "a set's page with an inline thread and an open line comment form")
+    _shot(page, "set-page")
+    _shot(page, "set-diff", "section.diff")
+    _shot(page, "set-reviews", "#set-reviews")
+
+    page.goto(
+        f"{live_server.url}/apps/{slug}/versions/line-comment/?artifact=pltf_page/index"
+        f"&set={turn}&view=set&side=after&line={LINE}&right={root.blob_sha256}"
+    )
+    axe(page, "the line comment page (without JavaScript)")
+    _shot(page, "line-comment")
+
+    page.goto(f"{live_server.url}/apps/{slug}/versions/production/")
+    expect(page.locator("#protection-needs")).to_be_visible()
+    expect(page.locator(f"#ahead-{turn}")).to_be_visible()
+    axe(page, "the Production tab with the draft ahead and what protection needs")
+    _shot(page, "production")
+
+    page.goto(f"{live_server.url}/apps/{slug}/versions/compare/production...{turn}/")
+    expect(page.locator("#c-left")).to_be_visible()
+    expect(page.locator(f"#line-thread-{root.id}")).to_be_visible()
+    axe(page, "a compare with its picker and an inline thread")
+    _shot(page, "compare")
+
+    services.restore_change_set(turn, by="demo")
     page.goto(f"{live_server.url}/apps/{slug}/versions/")
     expect(page.locator("#awaiting-title")).to_be_visible()
     expect(page.locator(".restore-words").first).to_contain_text(f"Restore all of {turn} by demo")
@@ -262,28 +295,3 @@ def test_new_pages_have_no_serious_accessibility_problems(sized_page, live_serve
         expect(fold.locator("summary")).to_be_hidden()
     axe(page, "the change sets with awaiting, a restore set under its set and the filters")
     _shot(page, "change-sets-filters")
-
-    page.goto(f"{live_server.url}/apps/{slug}/versions/change-sets/{turn}/")
-    expect(page.locator(f"#line-thread-{root.id}")).to_be_visible()
-    _line_number(page, "Approve all</button>").click()
-    expect(page.locator("tr.comment-form-row textarea")).to_be_visible()
-    axe(page, "a set's page with an inline thread and an open line comment form")
-    _shot(page, "set-page")
-
-    page.goto(
-        f"{live_server.url}/apps/{slug}/versions/line-comment/?artifact=pltf_page/index"
-        f"&set={turn}&view=set&side=after&line={LINE}&right={root.blob_sha256}"
-    )
-    axe(page, "the line comment page (without JavaScript)")
-    _shot(page, "line-comment")
-
-    page.goto(f"{live_server.url}/apps/{slug}/versions/production/")
-    expect(page.locator("#protection-needs")).to_be_visible()
-    axe(page, "the Production tab with the draft ahead and what protection needs")
-    _shot(page, "production")
-
-    page.goto(f"{live_server.url}/apps/{slug}/versions/compare/production...{turn}/")
-    expect(page.locator("#c-left")).to_be_visible()
-    expect(page.locator(f"#line-thread-{root.id}")).to_be_visible()
-    axe(page, "a compare with its picker and an inline thread")
-    _shot(page, "compare")

@@ -79,6 +79,12 @@ def restore_words(change_set: Any) -> str:
 
 
 @register.filter
+def trimmed(text: str | None) -> str:
+    """A source line without its indentation and line end (a comment's anchor, as quoted)."""
+    return (text or "").strip()
+
+
+@register.filter
 def short_sha(sha: str | None) -> str:
     return (sha or "")[:12] or "—"
 
