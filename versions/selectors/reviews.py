@@ -442,9 +442,7 @@ def draft_ahead(app: App) -> list[ChangeSet] | None:
     production = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
     if production is None:
         return None
-    made = (
-        Deployment.objects.filter(pk=production).values_list("created_on", flat=True)
-    ).first()
+    made = (Deployment.objects.filter(pk=production).values_list("created_on", flat=True)).first()
     held = dict(
         DeploymentEntry.objects.filter(deployment_id=production).values_list(
             "artifact_id", "blob_id"

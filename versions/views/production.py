@@ -37,7 +37,7 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
         "overview": overview,
         "ahead": ahead,
         "protection": selectors.protection_of(app),
-        "still_needs": [lack for c in ahead or [] for lack in c.review.lacks()],
+        "still_needs": [lack for c in ahead or [] for lack in c.review.lacks()],  # type: ignore[attr-defined]
         "preview_production": services.preview_url(app, PRODUCTION),
         "preview_draft": services.preview_url(app, DRAFT),
         **perms(request, app),
