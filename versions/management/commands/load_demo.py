@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand
 
 from versions import selectors, services
 from versions.models import App
+from versions.terms import REVIEW
 
 DEMO_SLUG = "quote-approvals"
 DEMO_NAME = "Quote approvals (demo)"
@@ -114,6 +115,8 @@ def demo_review() -> None:
     if not turns or turns[0].reviews.exists():
         return
     actor = services.actor_for_user(reviewer)
+    if not actor.may(REVIEW, app):
+        return  # a "reviewer" made by hand, without the role here: no demo review
     services.submit_review(turns[0].id, verdict="request_changes", body=DEMO_REVIEW, actor=actor)
     page = _read("agent_turn/index.html").split("\n")
     line = next((i for i, text in enumerate(page, 1) if DEMO_LINE in text), None)
@@ -187,8 +190,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"Loaded the demo app “{DEMO_SLUG}”."))
         if options["no_user"]:
             return
-        if demo_accounts():
+        made = demo_accounts()
+        if not existed:
             demo_review()
+        if made:
             self.stdout.write(
                 f"Sign in at http://{options['address']}/accounts/login/ as “{DEMO_USER}” with the "
                 f"password “{DEMO_PASSWORD}” (a local demo account; create your own with "
