@@ -396,3 +396,19 @@ def test_the_demo_turn_carries_a_message_and_a_review_with_a_thread(db):
     assert review.verdict == "request_changes" and review.author_name == "reviewer"
     [thread] = selectors.threads(turn)
     assert "approved automatically" in thread.comment.line_text and not thread.outdated
+
+
+def test_a_line_form_quotes_only_states_of_this_apps_artifact(client, app, turn):
+    other = App.objects.create(slug="other", name="Other")
+    secret = services.write_artifact(
+        other, PAGE, "index", "another app's secret\n", tool="t", run_id="s"
+    )
+    client.force_login(User.objects.get(username="rita"))
+    url = (
+        f"/apps/{app.slug}/versions/line-comment/?artifact={PAGE}/index&set={turn['set']}"
+        f"&view=set&side=after&line=1&right="
+    )
+    theirs = client.get(url + secret.sha256, **HX).content.decode()
+    assert "secret" not in theirs
+    ours = client.get(url + turn["sha"], **HX).content.decode()
+    assert ">one</code>" in ours

@@ -311,6 +311,33 @@ def line_threads(
     return out
 
 
+def line_of_state(app: App, collection: str, name: str, sha256: str, line: int) -> str | None:
+    """Line ``line`` (from 1) of a state of an artifact of ``app``, as a comment form quotes
+    it; ``None`` when ``sha256`` is no state this artifact of this app had (another app's blob
+    reads as none) or has no such line."""
+    if not sha256 or line < 1:
+        return None
+    known = (
+        Artifact.objects.filter(app_id=app.pk, collection=collection, name=name, sha256=sha256)
+        .values("pk")
+        .exists()
+        or RestorePoint.objects.filter(
+            Q(new_sha256=sha256) | Q(previous_sha256=sha256),
+            app_id=app.pk,
+            artifact__collection=collection,
+            artifact__name=name,
+        ).exists()
+    )
+    raw = blob_sources([sha256]).get(sha256) if known else None
+    if raw is None:
+        return None
+    lines = diffing.split_lines(raw)[0]
+    if line > len(lines):
+        return None
+    text = lines[line - 1]
+    return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+
+
 def comment_target(app: App, collection: str, name: str, sha256: str) -> tuple[str, str] | None:
     """Which change set a line of the state ``sha256`` of an artifact is commented on, and on
     which side: the newest set that wrote that state (its after side), else the oldest set

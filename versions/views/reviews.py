@@ -102,9 +102,7 @@ def _target(request: HttpRequest, app: App) -> dict[str, Any]:
             raise InvalidInput(NO_SET_FOR_LINE.format(collection=collection, name=name))
         set_id, side = found
     change_set = selectors.change_set_row(app, set_id)
-    text = selectors.blob_sources([sha]).get(sha) if sha else None
     number = int(line) if line.isdigit() else 0
-    lines = text.decode("utf-8", "replace").split("\n") if text is not None else []
     return {
         "cs": change_set,
         "collection": collection,
@@ -112,7 +110,7 @@ def _target(request: HttpRequest, app: App) -> dict[str, Any]:
         "side": side,
         "sha": sha,
         "line": number,
-        "line_text": lines[number - 1] if 1 <= number <= len(lines) else None,
+        "line_text": selectors.line_of_state(app, collection, name, sha, number),
     }
 
 
