@@ -1106,3 +1106,30 @@ def context_lines(
     a, a_noeol = split_lines(old_text or "")
     b, b_noeol = split_lines(new_text or "")
     return _context_rows(a, b, a_noeol, b_noeol, old_start, new_start, count)
+
+
+def follow_line(old: Source, new: Source, line: int) -> int | None:
+    """Where line ``line`` (from 1) of ``old`` reads unchanged in ``new`` (its number there),
+    or ``None`` when the line diff of the two removed or changed it. A line comment follows its
+    line into later states this way, and is outdated where it returns ``None``."""
+    old_lines, old_no_eol = split_lines(old)
+    new_lines, new_no_eol = split_lines(new)
+    if not 1 <= line <= len(old_lines):
+        return None
+    if old == new:
+        return line
+    ops, _ = line_ops(_keys(old_lines, old_no_eol), _keys(new_lines, new_no_eol))
+    at_old, at_new = 0, 0
+    for op, n in ops:
+        if op == "=":
+            if at_old < line <= at_old + n:
+                return at_new + (line - at_old)
+            at_old += n
+            at_new += n
+        elif op == "-":
+            if at_old < line <= at_old + n:
+                return None
+            at_old += n
+        else:
+            at_new += n
+    return None

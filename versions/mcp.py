@@ -83,6 +83,16 @@ Message = Annotated[
         )
     ),
 ]
+Addresses = Annotated[
+    list[str] | None,
+    Field(
+        description=(
+            "The comment threads (cm_…, from list_reviews) this write answers: they then read "
+            "“addressed in rp_…” for the person, who resolves them. Ids that are not comments "
+            "of this app are refused and nothing is written."
+        )
+    ),
+]
 # Every tool answers a JSON object (its structuredContent).
 OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
 TITLES = {
@@ -301,6 +311,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         run_id: RunId = None,
         turn_id: TurnId = None,
         message: Message = None,
+        addresses: Addresses = None,
     ) -> CallToolResult:
         """Write an artifact's whole source. Its previous state is captured as a restore point
         first. Refused, with the current sha256, if expected_sha256 is stale."""
@@ -319,6 +330,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
                 message=message,
+                addresses=addresses,
             )
             return receipt.as_dict()
 
@@ -337,6 +349,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         run_id: RunId = None,
         turn_id: TurnId = None,
         message: Message = None,
+        addresses: Addresses = None,
     ) -> CallToolResult:
         """Replace one exact, unique piece of an artifact's source (old_text → new_text),
         captured like any write. Refused in words when old_text is missing or not unique."""
@@ -356,6 +369,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
                 message=message,
+                addresses=addresses,
             )
             return receipt.as_dict()
 
@@ -370,6 +384,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         run_id: RunId = None,
         turn_id: TurnId = None,
         message: Message = None,
+        addresses: Addresses = None,
     ) -> CallToolResult:
         """Delete an artifact: it becomes a tombstone behind a restore point (restorable)."""
         tool = client_tool_name(ctx)
@@ -386,6 +401,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
                 turn_id=turn_id,
                 expected_sha256=expected_sha256,
                 message=message,
+                addresses=addresses,
             )
             return receipt.as_dict()
 

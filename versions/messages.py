@@ -236,6 +236,20 @@ BAD_LINE = "A line comment names a line from 1 to {count} of that side; {line} i
 NOT_IN_SET = (
     "Change set “{set}” did not change {collection} “{name}”: there is no diff line to comment on."
 )
+ADDRESSES_NOT_LIST = (
+    "addresses is a list of at most {limit} comment ids (cm_…) of this app; nothing was written."
+)
+ADDRESS_UNKNOWN = (
+    "addresses names “{id}”, which is not a comment thread of app “{slug}”; nothing was written."
+)
+LINE_CHANGED_SINCE = (
+    "That line of {collection} “{name}” changed since the diff was shown: reload it and "
+    "comment again. Nothing was submitted."
+)
+NO_SET_FOR_LINE = (
+    "No change set of this app wrote that state of {collection} “{name}”, so a comment there "
+    "would have no set to sit on. Comment on the set's own diff instead."
+)
 SIDE_NOT_AVAILABLE = "That side of {collection} “{name}” is not available in this set: {reason}"
 OVERRIDE_NOT_OWNER = (
     "Only an owner of app “{slug}” may promote anyway past its protection. Nothing was promoted."

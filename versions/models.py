@@ -1286,6 +1286,12 @@ class Comment(models.Model):
     resolved = models.BooleanField(default=False)
     resolved_by = models.CharField(max_length=150, blank=True)
     resolved_on = models.DateTimeField(null=True, blank=True)
+    addressed_in = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="The restore point of the latest write that said it answers this thread "
+        '(addresses: ["cm_…"]); a person still resolves it.',
+    )
 
     class Meta:
         ordering = ["created_on", "id"]

@@ -67,6 +67,7 @@ COMMENT_ADDED = "comment_added"
 COMMENT_REPLIED = "comment_replied"
 THREAD_RESOLVED = "thread_resolved"
 THREAD_REOPENED = "thread_reopened"
+THREAD_ADDRESSED = "thread_addressed"
 PROTECTION_CHANGED = "protection_changed"
 PROTECTION_OVERRIDDEN = "protection_overridden"
 
@@ -101,6 +102,7 @@ ACTION_LABELS = {
     COMMENT_REPLIED: "Reply added",
     THREAD_RESOLVED: "Thread resolved",
     THREAD_REOPENED: "Thread reopened",
+    THREAD_ADDRESSED: "Thread answered by a write",
     PROTECTION_CHANGED: "Protection changed",
     PROTECTION_OVERRIDDEN: "Promoted anyway",
 }

@@ -34,6 +34,7 @@ urlpatterns = [
     ),
     path(f"{_APP}change-sets/<str:set_id>/reviews/", views.submit_review, name="submit_review"),
     path(f"{_APP}change-sets/<str:set_id>/comments/", views.add_comment, name="add_comment"),
+    path(f"{_APP}line-comment/", views.line_comment, name="line_comment"),
     path(
         f"{_APP}change-sets/<str:set_id>/comments/<str:comment_id>/reply/",
         views.reply,

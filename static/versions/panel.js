@@ -189,6 +189,28 @@
       event.preventDefault();
       closeDialog(button.closest("dialog"));
     }
+    // A line comment form's Cancel: the form's row goes, focus goes back to its line number.
+    var cancel = event.target.closest && event.target.closest("[data-cancel-row]");
+    if (cancel) {
+      event.preventDefault();
+      var row = cancel.closest("tr");
+      var line = row && row.previousElementSibling;
+      var link = line && line.querySelector(".ln-link");
+      if (row) row.remove();
+      if (link) link.focus();
+    }
+  });
+
+  // A line number clicked while its comment form is open: no second form, focus the first.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var number = event.detail.elt;
+    if (!number.classList || !number.classList.contains("ln-link")) return;
+    var next = number.closest("tr").nextElementSibling;
+    if (next && next.classList.contains("comment-form-row")) {
+      event.preventDefault();
+      var area = next.querySelector("textarea");
+      if (area) area.focus();
+    }
   });
 
   document.addEventListener("htmx:responseError", function (event) {
@@ -241,6 +263,21 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+
+  // Filters fold away on a phone (open as rendered elsewhere, and while a filter is on).
+  var phone = window.matchMedia("(max-width: 760px)");
+  function foldFilters(root) {
+    var folds = root.querySelectorAll ? root.querySelectorAll("details[data-fold]") : [];
+    for (var i = 0; i < folds.length; i++) {
+      var on = folds[i].querySelector("summary .badge");
+      folds[i].open = !phone.matches || !!on;
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () { foldFilters(document); });
+  document.addEventListener("htmx:load", function (event) {
+    var el = event.detail.elt;
+    if (el && el.querySelector && el.id === "tab-body") foldFilters(el);
+  });
 
   // ------------------------------------------------------------------ Viewed marks (compare)
   document.addEventListener("change", function (event) {

@@ -96,8 +96,12 @@ def test_review_name_mark_restore_all_noop_and_undo(page, live_server, make_user
     )
     rs_id = receipt.locator("h3 a code").inner_text()
     assert ChangeSet.objects.filter(id=rs_id, kind="restore").exists()
-    # The new restore set appeared on top of the list.
-    expect(page.locator("#set-list-items > li").first).to_have_id(f"set-{rs_id}")
+    # The new restore set appeared right under the set it restored, saying what it restored
+    # (docs/architecture.md#reviewing).
+    expect(page.locator(f"#set-{agent.id} + li")).to_have_id(f"set-{rs_id}")
+    expect(page.locator(f"#set-{rs_id} .restore-words")).to_contain_text(
+        f"Restore all of {agent.id}"
+    )
     # Then → now, the diffs say the artifacts match their state before the set (what the set
     # itself did, the default view (docs/architecture.md#revert), does not change with a restore).
     row.get_by_role("link", name="Then → now").click()

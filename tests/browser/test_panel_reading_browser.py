@@ -138,9 +138,8 @@ def test_review_keys_move_between_files_and_changes(sized_page, live_server, dem
     page.keyboard.press("p")
     assert page.evaluate(where) == first_change
 
-    # Typing in a field is typing, not a key.
+    # Typing in a field is typing, not a key (the picker's From list: its own type-ahead).
     page.get_by_label("From").press("j")
-    expect(page.get_by_label("From")).to_have_value(re.compile("j"))
     expect(files.nth(0)).to_have_class(re.compile(r"\bkey-current\b"))  # did not move
 
     # ? lists the keys.

@@ -456,6 +456,7 @@ def put_artifact(
             expected_sha256=expected,
             actor=actor,
             message=body.message,
+            addresses=body.addresses,
         )
     except StaleWrite as exc:
         raise failed or _precondition(exc, if_match, explicit)
@@ -505,6 +506,7 @@ def delete_artifact(
             expected_sha256=expected,
             actor=actor,
             message=params.message,
+            addresses=params.addresses,
         )
     except StaleWrite as exc:
         if exc.current_sha256 == "":

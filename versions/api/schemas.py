@@ -286,6 +286,22 @@ class ArtifactOut(ArtifactSummary):
     source: str
 
 
+ADDRESSES_DESCRIPTION = (
+    "The comment threads (cm_…) of this app that the write answers, at most 20: they then read "
+    "“addressed in rp_…” (a person resolves them). An id that is not a comment of this app is "
+    "refused in words (422) and nothing is written."
+)
+
+
+def _addresses_rules(schema: dict[str, Any]) -> None:
+    """Each id a comment's; at most 20 of them."""
+    for option in schema.get("anyOf", ()):
+        if option.get("type") == "array":
+            option.update(
+                {"maxItems": 20, "items": {"type": "string", "pattern": COMMENT_ID_PATTERN}}
+            )
+
+
 class _WhoFields(Schema):
     """What a write and a delete carry besides the source: the reviewed hash, who asked, with
     which tool, in which run and turn, and the turn's message."""
@@ -299,6 +315,11 @@ class _WhoFields(Schema):
     turn_id: str | None = Field(None, json_schema_extra=ID_RULES)
     message: str | None = Field(
         None, description=MESSAGE_DESCRIPTION, json_schema_extra=MESSAGE_RULES
+    )
+    addresses: list[str] | None = Field(
+        None,
+        description=ADDRESSES_DESCRIPTION,
+        json_schema_extra=_addresses_rules,
     )
 
     @field_validator("expected_sha256", "requested_by", "tool", "run_id", "turn_id")

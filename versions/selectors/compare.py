@@ -191,3 +191,51 @@ def compare(app: App, left_ref: str, right_ref: str) -> Comparison:
             continue
         files.append(FileChange(ls.artifact, ls, rs))
     return Comparison(app, left, right, files)
+
+
+# How many recent sets and deployments the compare picker offers.
+PICK_SETS = 30
+PICK_DEPLOYMENTS = 10
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One state the compare picker offers: its ref and what a person reads for it."""
+
+    ref: str
+    label: str
+
+
+def compare_choices(app: App, *current: str) -> list[tuple[str, list[Choice]]]:
+    """The states to compare, grouped as the picker shows them (no ids to type): the draft,
+    production, the release, recent deployments and recent change sets; ``current`` refs
+    that are none of those (a restore point, an older set) are offered too. Three queries."""
+    states = [Choice(DRAFT, "Draft (now)")]
+    if app.production_id:
+        states.append(Choice("production", f"Production ({app.production_id})"))
+    if app.release_set_id:
+        states.append(Choice(app.release_set_id, f"Release ({app.release_set_id})"))
+    deployments = [
+        Choice(d_id, f"{d_id} · {by or 'someone'} · {on:%Y-%m-%d %H:%M} UTC")
+        for d_id, by, on in Deployment.objects.filter(app_id=app.pk)
+        .order_by("-created_on", "-id")
+        .values_list("id", "created_by", "created_on")[:PICK_DEPLOYMENTS]
+    ]
+    sets = []
+    for set_id, kind, name, message, by, on in (
+        ChangeSet.objects.filter(app_id=app.pk)
+        .order_by("-created_on", "-id")
+        .values_list("id", "kind", "name", "message", "created_by", "created_on")[:PICK_SETS]
+    ):
+        what = (
+            name or (message or "").split("\n")[0][:60] or ("restore" if kind == "restore" else "")
+        )
+        sets.append(
+            Choice(
+                set_id, f"{set_id} · {what + ' · ' if what else ''}{by or '—'} · {on:%m-%d %H:%M}"
+            )
+        )
+    offered = {c.ref for c in [*states, *deployments, *sets]}
+    others = [Choice(r, r) for r in dict.fromkeys(current) if r and r not in offered]
+    groups = [("States", states + others), ("Deployments", deployments), ("Change sets", sets)]
+    return [(title, choices) for title, choices in groups if choices]

@@ -754,3 +754,46 @@ def attach_artifacts(sets: list[ChangeSet], first: int = ROW_ARTIFACTS) -> None:
         every = names[s.id]
         s.first_artifacts = every[:first]  # type: ignore[attr-defined]
         s.more_artifacts = max(0, len(every) - first)  # type: ignore[attr-defined]
+
+
+def restore_words(cs: ChangeSet) -> str:
+    """What a restore set restored, in words: "Restore all of cs_… by ada", "Revert of cs_…
+    by ada", "Restore to release cs_… by ada", "Undo of rs_… by ada" ("" for a change set)."""
+    if cs.kind != ChangeSet.RESTORE:
+        return ""
+    receipt = cs.receipt or {}
+    target = cs.restored_from_id or str(receipt.get("restoredFromSet") or "")
+    who = f" by {cs.created_by}" if cs.created_by else ""
+    if receipt.get("revertedSet"):
+        return f"Revert of {receipt['revertedSet']}{who}"
+    if receipt.get("scope"):
+        return f"Restore to release {target}{who}"
+    if target.startswith("rs_"):
+        return f"Undo of {target}{who}"
+    return f"Restore all of {target}{who}" if target else f"Restore{who}"
+
+
+def nest_restore_sets(sets: list[ChangeSet]) -> list[ChangeSet]:
+    """The rows of a page of sets with each restore set right under the set it restored
+    when that set is on the page (``under``: its id; ``depth``: how far in); the others keep
+    their place, newest first."""
+    on_page = {cs.id for cs in sets}
+    children: dict[str, list[ChangeSet]] = {}
+    for cs in sets:
+        cs.under = None  # type: ignore[attr-defined]
+        parent = cs.restored_from_id
+        if cs.kind == ChangeSet.RESTORE and parent in on_page and parent != cs.id:
+            cs.under = parent  # type: ignore[attr-defined]
+            children.setdefault(parent or "", []).append(cs)
+    out: list[ChangeSet] = []
+
+    def place(cs: ChangeSet, depth: int) -> None:
+        cs.depth = depth  # type: ignore[attr-defined]
+        out.append(cs)
+        for child in sorted(children.get(cs.id, []), key=lambda c: (c.created_on, c.id)):
+            place(child, min(depth + 1, 2))
+
+    for cs in sets:
+        if getattr(cs, "under", None) is None:
+            place(cs, 0)
+    return out

@@ -13,9 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from versions.models import App, AppProtection, ChangeSet, Comment, RestorePoint, Review
+from django.db.models import Q
+from django.utils import timezone
+
+from versions import diffing
+from versions.models import (
+    App,
+    AppProtection,
+    Artifact,
+    Blob,
+    ChangeSet,
+    Comment,
+    Deployment,
+    DeploymentEntry,
+    RestorePoint,
+    Review,
+)
 from versions.selectors.agent import iso_utc
 
 # A set's review state, as its row says it.
@@ -156,6 +172,7 @@ class Thread:
             },
             "resolved": root.resolved,
             "outdated": self.outdated,
+            "addressedIn": root.addressed_in or None,
             "comments": [comment_dict(c) for c in [root, *self.replies]],
         }
 
@@ -184,39 +201,167 @@ def review_dict(review: Review, stale: bool) -> dict[str, Any]:
     }
 
 
-def _line(text: str | None, number: int | None) -> str | None:
-    if text is None or not number:
-        return None
-    lines = text.splitlines()
-    return lines[number - 1] if number <= len(lines) else None
+def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
+    """The sources (UTF-8 bytes) of a few blobs by sha256, from one query: the states line
+    comments are anchored to and shown on."""
+    wanted = {s for s in shas if s}
+    if not wanted:
+        return {}
+    return {b.sha256: b.raw for b in Blob.objects.filter(pk__in=wanted)}
+
+
+def _with_replies(roots: list[Comment]) -> dict[str, list[Comment]]:
+    """The replies of ``roots`` by thread, oldest first (one query)."""
+    replies: dict[str, list[Comment]] = {r.id: [] for r in roots}
+    if roots:
+        for c in Comment.objects.filter(thread_id__in=list(replies)).order_by("created_on", "id"):
+            replies[c.thread_id or ""].append(c)
+    return replies
 
 
 def threads(change_set: ChangeSet) -> list[Thread]:
     """The set's line comment threads, oldest first. A thread anchored on the ``after`` side is
-    outdated when its line reads differently in the artifact now."""
-    rows = list(
-        Comment.objects.filter(change_set=change_set)
+    outdated when its line no longer reads the same in the artifact now (followed through the
+    line diff from the anchored state to the current one)."""
+    roots = list(
+        Comment.objects.filter(change_set=change_set, thread__isnull=True)
         .select_related("artifact")
         .order_by("created_on", "id")
     )
-    roots = [c for c in rows if c.thread_id is None]
-    replies: dict[str, list[Comment]] = {}
-    for c in rows:
-        if c.thread_id is not None:
-            replies.setdefault(c.thread_id, []).append(c)
+    replies = _with_replies(roots)
+    moved = [
+        r
+        for r in roots
+        if r.side == Comment.AFTER and r.artifact is not None and r.artifact.sha256 != r.blob_sha256
+    ]
+    texts = blob_sources(
+        {r.blob_sha256 for r in moved if r.blob_sha256}
+        | {r.artifact.blob_id for r in moved if r.artifact and r.artifact.blob_id}
+    )
     out = []
     for root in roots:
         outdated = False
         artifact = root.artifact
-        if (
-            root.side == Comment.AFTER
-            and artifact is not None
-            and artifact.sha256 != root.blob_sha256
-        ):
-            now = "" if artifact.deleted else artifact.source
-            outdated = _line(now, root.line) != root.line_text
+        if root in moved and artifact is not None:
+            then = texts.get(root.blob_sha256)
+            now = b"" if artifact.deleted else texts.get(artifact.blob_id or "")
+            outdated = (
+                then is None
+                or now is None
+                or diffing.follow_line(then, now, root.line or 0) is None
+            )
         out.append(Thread(root, replies.get(root.id, []), outdated))
     return out
+
+
+@dataclass
+class LineNotes:
+    """What a diff table of one artifact needs to take line comments: where a clicked line
+    number opens the comment form, and the threads to show under their lines."""
+
+    form_url: str  # the comment form's address with the artifact and both sides' blobs
+    threads: dict[tuple[str, int], list[Thread]] = field(default_factory=dict)
+
+    def link(self, side: str, line: int) -> str:
+        return f"{self.form_url}&side={side}&line={line}"
+
+
+def line_threads(
+    app: App, sides: list[tuple[int, str | None, str | None]]
+) -> dict[int, dict[tuple[str, int], list[Thread]]]:
+    """The threads to show inline in the diffs of ``sides`` ((artifact pk, left blob sha,
+    right blob sha) each), by artifact and then by (side, line). A thread shows where its
+    anchored state is shown, and on later states while its line reads unchanged (followed
+    through the line diff); where it changed the thread is outdated and shows on its set's
+    page only. Three queries at most, whatever the number of artifacts."""
+    wanted = {pk for pk, _, _ in sides}
+    out: dict[int, dict[tuple[str, int], list[Thread]]] = {pk: {} for pk in wanted}
+    if not wanted:
+        return out
+    roots = list(
+        Comment.objects.filter(app_id=app.pk, artifact_id__in=wanted, thread__isnull=True)
+        .select_related("artifact", "change_set")
+        .order_by("-created_on", "-id")[:200]
+    )
+    if not roots:
+        return out
+    roots.reverse()
+    replies = _with_replies(roots)
+    shown = {pk: (left or "", right or "") for pk, left, right in sides}
+    need: set[str] = set()
+    for r in roots:
+        left, right = shown[r.artifact_id or 0]
+        if r.blob_sha256 not in (left, right) and r.blob_sha256:
+            need.update({r.blob_sha256, right} - {""})
+    texts = blob_sources(need) if need else {}
+    for r in roots:
+        left, right = shown[r.artifact_id or 0]
+        where: tuple[str, int] | None = None
+        if r.blob_sha256 == right and right:
+            where = (Comment.AFTER, r.line or 0)
+        elif r.blob_sha256 == left and left:
+            where = (Comment.BEFORE, r.line or 0)
+        elif r.blob_sha256 in texts and right in texts:
+            moved = diffing.follow_line(texts[r.blob_sha256], texts[right], r.line or 0)
+            where = (Comment.AFTER, moved) if moved is not None else None
+        if where is not None:
+            out[r.artifact_id or 0].setdefault(where, []).append(
+                Thread(r, replies.get(r.id, []), False)
+            )
+    return out
+
+
+def line_of_state(app: App, collection: str, name: str, sha256: str, line: int) -> str | None:
+    """Line ``line`` (from 1) of a state of an artifact of ``app``, as a comment form quotes
+    it; ``None`` when ``sha256`` is no state this artifact of this app had (another app's blob
+    reads as none) or has no such line."""
+    if not sha256 or line < 1:
+        return None
+    known = (
+        Artifact.objects.filter(app_id=app.pk, collection=collection, name=name, sha256=sha256)
+        .values("pk")
+        .exists()
+        or RestorePoint.objects.filter(
+            Q(new_sha256=sha256) | Q(previous_sha256=sha256),
+            app_id=app.pk,
+            artifact__collection=collection,
+            artifact__name=name,
+        ).exists()
+    )
+    raw = blob_sources([sha256]).get(sha256) if known else None
+    if raw is None:
+        return None
+    lines = diffing.split_lines(raw)[0]
+    if line > len(lines):
+        return None
+    text = lines[line - 1]
+    return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+
+
+def comment_target(app: App, collection: str, name: str, sha256: str) -> tuple[str, str] | None:
+    """Which change set a line of the state ``sha256`` of an artifact is commented on, and on
+    which side: the newest set that wrote that state (its after side), else the oldest set
+    whose write started from it (its before side). ``None``: no set of the app did."""
+    if not sha256:
+        return None
+    points = RestorePoint.objects.filter(
+        app_id=app.pk, artifact__collection=collection, artifact__name=name
+    )
+    wrote = (
+        points.filter(new_sha256=sha256)
+        .order_by("-created_on", "-id")
+        .values_list("change_set_id", flat=True)
+        .first()
+    )
+    if wrote:
+        return wrote, Comment.AFTER
+    started = (
+        points.filter(previous_sha256=sha256, previous_existed=True)
+        .order_by("created_on", "id")
+        .values_list("change_set_id", flat=True)
+        .first()
+    )
+    return (started, Comment.BEFORE) if started else None
 
 
 def reviews(change_set: ChangeSet) -> list[tuple[Review, bool]]:
@@ -239,3 +384,114 @@ def reviews_payload(change_set: ChangeSet) -> dict[str, Any]:
         "reviews": [review_dict(r, stale) for r, stale in reviews(change_set)],
         "threads": [t.as_dict() for t in threads(change_set)],
     }
+
+
+# An app that never promoted: the change sets of this many days may await a review.
+AWAITING_DAYS = 14
+# At most this many sets await a person's review per app (the newest).
+AWAITING_MAX = 50
+
+
+def _pending_since(app: App) -> datetime:
+    """When the sets that production does not serve yet begin: its deployment's moment, or
+    (an app that never promoted) ``AWAITING_DAYS`` ago."""
+    if app.production_id is not None:
+        made = (
+            Deployment.objects.filter(pk=app.production_id).values_list("created_on", flat=True)
+        ).first()
+        if made is not None:
+            return made
+    return timezone.now() - timedelta(days=AWAITING_DAYS)
+
+
+def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]]:
+    """The change sets that await the person ``name``'s review, newest first, by app: agents'
+    sets that production does not serve yet (written after its deployment; for an app that
+    never promoted, of the last ``AWAITING_DAYS`` days), that are not approved yet, that
+    ``name`` is not one of the authors of, and that ``name`` has not reviewed since their last
+    write. The caller passes only the apps where the person may review."""
+    apps = list(apps)
+    out: dict[int, list[ChangeSet]] = {a.pk: [] for a in apps}
+    if not apps or not name:
+        return out
+    pending = Q()
+    for a in apps:
+        pending |= Q(app_id=a.pk, created_on__gt=_pending_since(a))
+    candidates = list(
+        ChangeSet.objects.filter(pending, kind=ChangeSet.CHANGE)
+        .select_related("app")
+        .order_by("-created_on", "-id")[: AWAITING_MAX * len(apps)]
+    )
+    if not candidates:
+        return out
+    ids = [c.id for c in candidates]
+    points: dict[str, set[str]] = {i: set() for i in ids}
+    requested: dict[str, set[str]] = {i: set() for i in ids}
+    written: dict[str, set[str]] = {i: set() for i in ids}
+    for set_id, point_id, req, wrote in RestorePoint.objects.filter(
+        change_set_id__in=ids
+    ).values_list("change_set_id", "id", "requested_by", "written_by"):
+        points[set_id].add(point_id)
+        requested[set_id].add(req)
+        written[set_id].add(wrote)
+    seen: dict[str, set[str]] = {}
+    for set_id, reviewed in Review.objects.filter(
+        change_set_id__in=ids, author_name=name
+    ).values_list("change_set_id", "points"):
+        seen.setdefault(set_id, set()).update(reviewed or [])
+    by_app = {a.pk: a for a in apps}
+    fresh = [
+        c
+        for c in candidates
+        if points[c.id]
+        and not authors_match(name, requested[c.id], written[c.id])
+        and not (c.id in seen and points[c.id] <= seen[c.id])
+    ]
+    for app_id in by_app:
+        mine = [c for c in fresh if c.app_id == app_id]
+        states = review_states([c.id for c in mine], protection_of(by_app[app_id]))
+        for c in mine:
+            state = states[c.id]
+            if state.status == APPROVED and len(state.approvals) >= max(state.required, 1):
+                continue
+            c.review = state  # type: ignore[attr-defined]
+            if len(out[app_id]) < AWAITING_MAX:
+                out[app_id].append(c)
+    return out
+
+
+def draft_ahead(app: App) -> list[ChangeSet] | None:
+    """The agents' change sets the draft is ahead of production by, newest first, each with
+    its review state (``review``): sets with a write after production's deployment was made
+    to an artifact whose draft state production does not serve. ``None``: the app has no
+    production (the draft is what it serves)."""
+    # Read afresh: the caller's row may predate a promotion made in the same request.
+    production = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
+    if production is None:
+        return None
+    made = (Deployment.objects.filter(pk=production).values_list("created_on", flat=True)).first()
+    held = dict(
+        DeploymentEntry.objects.filter(deployment_id=production).values_list(
+            "artifact_id", "blob_id"
+        )
+    )
+    draft = {
+        pk: (None if deleted else blob)
+        for pk, blob, deleted in Artifact.objects.filter(app_id=app.pk).values_list(
+            "pk", "blob_id", "deleted"
+        )
+    }
+    changed = [pk for pk in set(held) | set(draft) if held.get(pk) != draft.get(pk)]
+    if not changed:
+        return []
+    points = RestorePoint.objects.filter(
+        app_id=app.pk, artifact_id__in=changed, change_set__kind=ChangeSet.CHANGE
+    )
+    if made is not None:
+        points = points.filter(created_on__gt=made)
+    ids = list(dict.fromkeys(points.values_list("change_set_id", flat=True)))
+    rows = list(ChangeSet.objects.filter(pk__in=ids).order_by("-created_on", "-id"))
+    states = review_states([r.id for r in rows], protection_of(app))
+    for r in rows:
+        r.review = states[r.id]  # type: ignore[attr-defined]
+    return rows

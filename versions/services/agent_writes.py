@@ -86,6 +86,7 @@ def edit_artifact(
     expected_sha256: str | None = None,
     message: str | None = None,
     actor: Actor | None = None,
+    addresses: list[str] | None = None,
 ) -> WriteReceipt:
     """Replace the one exact occurrence of ``old_text`` in an artifact with ``new_text``.
 
@@ -128,4 +129,5 @@ def edit_artifact(
         expected_sha256=artifact.sha256,
         message=message,
         actor=actor,
+        addresses=addresses,
     )

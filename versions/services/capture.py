@@ -26,6 +26,7 @@ from versions.services.access import (
     app_for,
     principal,
 )
+from versions.services.reviews import address_roots, mark_addressed
 from versions.services.validation import (
     check_new_name,
     encode_source,
@@ -554,17 +555,21 @@ def write_artifact(
     expected_sha256: str | None = None,
     actor: Actor | None = None,
     message: str | None = None,
+    addresses: list[str] | None = None,
 ) -> WriteReceipt:
     """Write ``source`` to an artifact, capturing its previous state as a restore point first.
 
     One transaction: if the point cannot be stored, the write does not land. ``actor``: who
     writes (checked: it may write to the app); without it, a trusted command. ``message``:
     the turn's message, kept by its change set when it has none yet (docs/api.md#turn-messages).
+    ``addresses``: comment threads of the app the write answers (docs/api.md#reviews); they then
+    read "addressed in" its restore point.
     """
     validate_collection(collection)
     name = validate_name(name)
     raw = encode_source(source)
     app = _writable(app, actor)
+    answers = address_roots(resolve_app(app), addresses) if addresses is not None else []
     who = _Who.of(
         _requester(requested_by, actor), tool, run_id, turn_id, actor=actor, message=message
     )
@@ -584,7 +589,7 @@ def write_artifact(
                 return WriteReceipt(
                     app_obj.slug, collection, name, sha, sha, None, None, 0, 0, unchanged=True
                 )
-            return _capture_and_write(
+            receipt = _capture_and_write(
                 app_obj,
                 row,
                 collection,
@@ -596,6 +601,9 @@ def write_artifact(
                 who=who,
                 keep=keep,
             )
+            if answers and receipt.restore_point_id:
+                mark_addressed(app_obj, answers, receipt.restore_point_id, actor=actor)
+            return receipt
 
     return _retrying(attempt)
 
@@ -612,11 +620,14 @@ def delete_artifact(
     expected_sha256: str | None = None,
     actor: Actor | None = None,
     message: str | None = None,
+    addresses: list[str] | None = None,
 ) -> WriteReceipt:
-    """Delete an artifact: it becomes a tombstone behind a restore point. Nothing is erased."""
+    """Delete an artifact: it becomes a tombstone behind a restore point. Nothing is erased.
+    ``addresses``: as for :func:`write_artifact`."""
     validate_collection(collection)
     name = validate_name(name)
     app = _writable(app, actor)
+    answers = address_roots(resolve_app(app), addresses) if addresses is not None else []
     who = _Who.of(
         _requester(requested_by, actor), tool, run_id, turn_id, actor=actor, message=message
     )
@@ -633,7 +644,7 @@ def delete_artifact(
                     ARTIFACT_NOT_FOUND.format(collection=collection, name=name, app=app_obj.slug)
                 )
             check_expected(row, name, expected_sha256)
-            return _capture_and_write(
+            receipt = _capture_and_write(
                 app_obj,
                 row,
                 collection,
@@ -645,5 +656,8 @@ def delete_artifact(
                 who=who,
                 keep=keep,
             )
+            if answers and receipt.restore_point_id:
+                mark_addressed(app_obj, answers, receipt.restore_point_id, actor=actor)
+            return receipt
 
     return _retrying(attempt)

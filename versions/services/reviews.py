@@ -15,9 +15,11 @@ from datetime import datetime
 
 from django.db import transaction
 
-from versions import ids
+from versions import diffing, ids
 from versions.errors import Forbidden, InvalidInput, NotFound
 from versions.messages import (
+    ADDRESS_UNKNOWN,
+    ADDRESSES_NOT_LIST,
     BAD_LINE,
     BAD_SIDE,
     BODY_HAS_CONTROL,
@@ -25,6 +27,7 @@ from versions.messages import (
     BODY_TOO_LONG,
     COMMENT_BODY_EMPTY,
     COMMENT_NOT_FOUND,
+    LINE_CHANGED_SINCE,
     NOT_IN_SET,
     PROTECTION_BAD_APPROVALS,
     REVIEW_BODY_NEEDED,
@@ -45,6 +48,7 @@ from versions.terms import (
     REVIEW,
     REVIEW_SUBMITTED,
     REVIEW_SUBMITTED_EVENT,
+    THREAD_ADDRESSED,
     THREAD_REOPENED,
     THREAD_RESOLVED,
     VIEW,
@@ -54,6 +58,8 @@ from versions.terms import (
 )
 
 _COMMENT_ID = re.compile(r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$")
+# The threads one write may say it answers.
+ADDRESSES_MAX = 20
 
 
 def _new_id(prefix: str) -> str:
@@ -149,10 +155,12 @@ def add_comment(
     line: int,
     body: str,
     actor: Actor,
+    sha256: str | None = None,
 ) -> Comment:
     """Start a thread on one line of the set's own diff: ``side`` ``before`` or ``after`` of
     artifact ``collection``/``name``, ``line`` from 1. The anchor keeps the side's blob and the
-    line as it reads, so the thread is marked outdated once that line changes."""
+    line as it reads, so the thread is marked outdated once that line changes. ``sha256``: the
+    side's blob as the person read it (a diff line clicked); refused when it differs now."""
     _person(actor)
     set_id = change_set.id if isinstance(change_set, ChangeSet) else change_set
     found = set_for(set_id, actor=actor, action=REVIEW)
@@ -177,7 +185,12 @@ def add_comment(
             SIDE_NOT_AVAILABLE.format(collection=collection, name=name, reason=state.reason),
             field="side",
         )
-    lines = state.source.splitlines()
+    if sha256 is not None and sha256 != (state.sha256 or ""):
+        raise InvalidInput(
+            LINE_CHANGED_SINCE.format(collection=collection, name=name), field="sha256"
+        )
+    # Lines as the diff numbers them: split on "\n" only.
+    lines = [str(x) for x in diffing.split_lines(state.source)[0]]
     if not isinstance(line, int) or isinstance(line, bool) or not 1 <= line <= len(lines):
         raise InvalidInput(BAD_LINE.format(count=len(lines), line=line), field="line")
     with transaction.atomic():
@@ -301,6 +314,47 @@ def resolve_thread(
             targets=[found.change_set_id, root.id],
         )
     return root
+
+
+def address_roots(app: App, addresses: object) -> list[str]:
+    """The threads a write says it answers (``addresses: ["cm_…"]``), as their first
+    comments' ids: refused in words, before anything is written, when it is not a list of
+    comment ids of ``app`` (an unknown id and another app's read alike)."""
+    if addresses is None:
+        return []
+    if (
+        not isinstance(addresses, list | tuple)
+        or len(addresses) > ADDRESSES_MAX
+        or not all(isinstance(a, str) for a in addresses)
+    ):
+        raise InvalidInput(ADDRESSES_NOT_LIST.format(limit=ADDRESSES_MAX), field="addresses")
+    wanted = list(dict.fromkeys(addresses))
+    if not wanted:
+        return []
+    for a in wanted:
+        if not _COMMENT_ID.match(a):
+            raise InvalidInput(ADDRESS_UNKNOWN.format(id=a[:60], slug=app.slug), field="addresses")
+    found = dict(
+        Comment.objects.filter(app_id=app.pk, pk__in=wanted).values_list("id", "thread_id")
+    )
+    for a in wanted:
+        if a not in found:
+            raise InvalidInput(ADDRESS_UNKNOWN.format(id=a, slug=app.slug), field="addresses")
+    return list(dict.fromkeys(found[a] or a for a in wanted))
+
+
+def mark_addressed(app: App, roots: list[str], point_id: str, *, actor: Actor | None) -> None:
+    """The threads ``roots`` now read "addressed in ``point_id``" (the write's restore point),
+    inside the write's transaction; a person still resolves them."""
+    if not roots:
+        return
+    Comment.objects.filter(app_id=app.pk, pk__in=roots).update(addressed_in=point_id)
+    record(
+        THREAD_ADDRESSED,
+        actor=actor,
+        app=app,
+        targets=[point_id, *roots],
+    )
 
 
 def set_protection(

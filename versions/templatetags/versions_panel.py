@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from django import template
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html
@@ -68,6 +71,20 @@ def collection_label(collection: str) -> str:
 
 
 @register.filter
+def restore_words(change_set: Any) -> str:
+    """What a restore set restored, in words ("Restore all of cs_… by ada")."""
+    from versions.selectors import restore_words as words
+
+    return words(change_set)
+
+
+@register.filter
+def trimmed(text: str | None) -> str:
+    """A source line without its indentation and line end (a comment's anchor, as quoted)."""
+    return (text or "").strip()
+
+
+@register.filter
 def short_sha(sha: str | None) -> str:
     return (sha or "")[:12] or "—"
 
@@ -80,12 +97,56 @@ def signed(n: int | None, sign: str) -> str:
 register.filter("kb", kb)
 
 
-def rows_html(lines: list[DiffLine]) -> str:
+class Notes:
+    """Line comments in one diff table: line numbers that open the comment form (``link``,
+    when the person may review) and the threads under their lines (``threads``, rendered
+    by ``render``)."""
+
+    def __init__(self, notes: Any, render: Callable[[list[Any], int], str], cols: int) -> None:
+        self.link = notes.link if notes is not None and notes.form_url else None
+        self.threads = notes.threads if notes is not None else {}
+        self.render = render
+        self.cols = cols
+
+    def number(self, number: int | None, side: str) -> str:
+        """A line number cell's content: the number, or a link that opens the form."""
+        if number is None:
+            return ""
+        if self.link is None:
+            return str(number)
+        url = escape(self.link(side, number))
+        return (
+            f'<a class="ln-link" href="{url}" hx-get="{url}" hx-target="closest tr" '
+            f'hx-swap="afterend" aria-label="Comment on line {number} '
+            f'({"before" if side == "before" else "after"})">{number}</a>'
+        )
+
+    def after(self, line: DiffLine | None, other: DiffLine | None = None) -> str:
+        """The thread row under a line, when threads are anchored to it."""
+        if not self.threads:
+            return ""
+        found: list[Any] = []
+        for ln in (line, other):
+            if ln is None:
+                continue
+            if ln.old_no is not None and ln.kind != "added":
+                found += self.threads.get(("before", ln.old_no), [])
+            if ln.new_no is not None and ln.kind != "removed":
+                found += self.threads.get(("after", ln.new_no), [])
+        unique = list({id(t): t for t in found}.values())
+        return self.render(unique, self.cols) if unique else ""
+
+
+def rows_html(lines: list[DiffLine], notes: Notes | None = None) -> str:
     """Table rows of diff lines. Line HTML is already escaped by the diff engine."""
     out = []
     for line in lines:
-        old_no = "" if line.old_no is None else str(line.old_no)
-        new_no = "" if line.new_no is None else str(line.new_no)
+        if notes is None:
+            old_no = "" if line.old_no is None else str(line.old_no)
+            new_no = "" if line.new_no is None else str(line.new_no)
+        else:
+            old_no = notes.number(line.old_no, "before")
+            new_no = notes.number(line.new_no, "after")
         eol = (
             '<span class="eol" title="No newline at end of file">⏎̸</span>'
             if line.eol == "none"
@@ -96,7 +157,39 @@ def rows_html(lines: list[DiffLine]) -> str:
             f'<td class="code"><span class="mk" aria-hidden="true">{line.marker}</span>'
             f"{line.html}{eol}</td></tr>"
         )
+        if notes is not None:
+            out.append(notes.after(line))
     return "".join(out)
+
+
+def _notes(context: template.Context, notes: Any, cols: int) -> Notes:
+    request = context.get("request")
+    base = {
+        "app": context.get("app"),
+        "can_review": context.get("can_review"),
+        "cs": context.get("cs"),
+    }
+
+    def render(threads: list[Any], span: int) -> str:
+        ctx = {**base, "threads": threads, "colspan": span}
+        return str(render_to_string("versions/partials/_line_threads.html", ctx, request=request))
+
+    return Notes(notes, render, cols)
+
+
+@register.simple_tag(takes_context=True)
+def note_rows(
+    context: template.Context, lines: list[DiffLine], notes: Any, layout: str = "unified"
+) -> SafeString:
+    """Diff rows whose line numbers take line comments and with their threads under their
+    lines (``notes``: a ``selectors.LineNotes``; None renders plain rows)."""
+    if notes is None:
+        html = split_rows_html(lines) if layout == "split" else rows_html(lines)
+    else:
+        cols = 4 if layout == "split" else 3
+        ready = _notes(context, notes, cols)
+        html = split_rows_html(lines, ready) if layout == "split" else rows_html(lines, ready)
+    return mark_safe(html)  # noqa: S308 - fragments escaped in versions.diffing, threads by templates
 
 
 @register.simple_tag
@@ -145,28 +238,35 @@ def split_pairs(lines: list[DiffLine]) -> list[tuple[DiffLine | None, DiffLine |
     return rows
 
 
-def _side(line: DiffLine | None, old: bool) -> str:
+def _side(line: DiffLine | None, old: bool, notes: Notes | None = None) -> str:
     if line is None:
         return '<td class="ln"></td><td class="code empty"></td>'
     number = line.old_no if old else line.new_no
+    shown = (
+        notes.number(number, "before" if old else "after")
+        if notes is not None
+        else ("" if number is None else number)
+    )
     kind = "context" if line.kind == "context" else line.kind
     eol = (
         '<span class="eol" title="No newline at end of file">⏎̸</span>' if line.eol == "none" else ""
     )
     return (
-        f'<td class="ln s-{kind}">{"" if number is None else number}</td>'
+        f'<td class="ln s-{kind}">{shown}</td>'
         f'<td class="code s-{kind}"><span class="mk" aria-hidden="true">{line.marker}</span>'
         f"{line.html}{eol}</td>"
     )
 
 
-def split_rows_html(lines: list[DiffLine]) -> str:
+def split_rows_html(lines: list[DiffLine], notes: Notes | None = None) -> str:
     """Side-by-side table rows for ``lines`` (old | new); line HTML is escaped by the engine."""
     out = []
     for left, right in split_pairs(lines):
         changed = left is None or right is None or left.kind != "context"
         cls = "l-change" if changed else "l-context"
-        out.append(f'<tr class="{cls}">{_side(left, True)}{_side(right, False)}</tr>')
+        out.append(f'<tr class="{cls}">{_side(left, True, notes)}{_side(right, False, notes)}</tr>')
+        if notes is not None:
+            out.append(notes.after(left, right if right is not left else None))
     return "".join(out)
 
 
@@ -196,18 +296,22 @@ def compare_gap(url: str, gap: Gap, layout: str) -> SafeString:
     return format_html(_GAP, cols, url, gap.old_start, gap.new_start, gap.count, gap.label)
 
 
-@register.simple_tag
-def compare_hunks(url: str, hunks: list[Hunk], layout: str) -> SafeString:
+@register.simple_tag(takes_context=True)
+def compare_hunks(
+    context: template.Context, url: str, hunks: list[Hunk], layout: str, notes: Any = None
+) -> SafeString:
     """A page of a compare file's hunks, each after its gap's expander: one call for the
-    page instead of a template pass per hunk (a big diff's first view renders 20 of them)."""
+    page instead of a template pass per hunk (a big diff's first view renders 20 of them).
+    ``notes``: the file's line comments (a ``selectors.LineNotes``)."""
     split = layout == "split"
+    ready = _notes(context, notes, 4 if split else 3) if notes is not None else None
     head = _HUNK_HEAD["split" if split else "unified"]
     out: list[str] = []
     for hunk in hunks:
         if hunk.gap_before:
             out.append(compare_gap(url, hunk.gap_before, layout))
         out.append(format_html(head, hunk.header))
-        out.append(split_rows_html(hunk.lines) if split else rows_html(hunk.lines))
+        out.append(split_rows_html(hunk.lines, ready) if split else rows_html(hunk.lines, ready))
         out.append("</tbody>")
     return mark_safe("".join(out))  # noqa: S308 - headers escaped above, lines by the engine
 

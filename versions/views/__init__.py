@@ -12,12 +12,13 @@ from versions.views.protection import app_settings
 from versions.views.release import restore_to_release, since_release
 from versions.views.restoring import receipt, receipt_json, restore_change_set, revert_change_set
 from versions.views.restoring import restore_point as restore_point_restore
-from versions.views.reviews import add_comment, reply, resolve, submit_review
+from versions.views.reviews import add_comment, line_comment, reply, resolve, submit_review
 
 __all__ = [
     "notifications",
     "webhook_action",
     "add_comment",
+    "line_comment",
     "reply",
     "resolve",
     "submit_review",

@@ -22,6 +22,7 @@ from versions.selectors import blob_sources, reading_state
 from versions.selectors import compare as comparing
 from versions.views._common import actor_of, app_of, int_param, is_fragment, panel_view, perms
 from versions.views.diffs import GAP_CHUNK, HUNKS_PER_PAGE, blob_pair_diff, is_cached, pair_key
+from versions.views.reviews import line_notes
 
 UNIFIED = "unified"
 SPLIT = "split"
@@ -63,6 +64,7 @@ class FileView:
     result: diffing.DiffResult | None = None
     page: diffing.DiffPage | None = None
     url: str = ""  # this file's own address (its section, pages and expanders)
+    notes: Any = None  # its line comments (selectors.LineNotes)
 
     @property
     def artifact(self) -> Any:
@@ -153,17 +155,35 @@ def compare(request: HttpRequest, slug: str, refs: str) -> HttpResponse:
         file_view(f, viewed, url=_file_url(cmp, f), inline=i < INLINE_FILES, sources=sources)
         for i, f in enumerate(cmp.files)
     ]
+    layout = layout_of(request, prefs.layout)
+    _notes(request, cmp, files, layout)
     ctx = {
         "app": cmp.app,
         "cmp": cmp,
         "files": files,
-        "layout": layout_of(request, prefs.layout),
+        "layout": layout,
+        "choices": comparing.compare_choices(cmp.app, cmp.left.ref, cmp.right.ref),
         "viewed_url": reverse("versions:compare_viewed", args=[cmp.app.slug, cmp.spec]),
         "tab": "compare",
         "viewed_count": sum(1 for f in files if f.viewed),
         **perms(request, cmp.app),
     }
     return render(request, "versions/compare.html", ctx)
+
+
+def _notes(
+    request: HttpRequest, cmp: comparing.Comparison, files: list[FileView], layout: str
+) -> None:
+    """Line comments on the files shown: a clicked line number comments on the set that
+    wrote that state (docs/architecture.md#reviews)."""
+    line_notes(
+        request,
+        cmp.app,
+        files,
+        left=lambda f: f.file.left.sha256 or None,
+        right=lambda f: f.file.right.sha256 or None,
+        layout=layout,
+    )
 
 
 @require_GET
@@ -205,11 +225,15 @@ def compare_file(request: HttpRequest, slug: str, refs: str, artifact_id: int) -
             rows = []
         rest_count = int_param(request.GET.get("count")) - take
         rest = diffing.Gap(old + take, new + take, rest_count) if rest_count > 0 else None
-        ctx.update(rows=rows, rest=rest, fv=file_view(file, viewed, url=url, inline=False))
+        shown = file_view(file, viewed, url=url)
+        _notes(request, cmp, [shown], layout)
+        ctx.update(rows=rows, rest=rest, fv=shown, **perms(request, cmp.app))
         return render(request, "versions/partials/_compare_context.html", ctx)
     page = int_param(request.GET.get("page"), 0)
     fv = file_view(file, viewed, url=url, page=max(page, 1))
+    _notes(request, cmp, [fv], layout)
     ctx["fv"] = fv
+    ctx.update(perms(request, cmp.app))
     if page and is_fragment(request):
         return render(request, "versions/partials/_compare_page.html", ctx)
     return render(request, "versions/partials/_compare_file.html", ctx)

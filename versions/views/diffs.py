@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -14,7 +15,7 @@ from versions import conf, diffing, selectors, services
 from versions.formatting import kb
 from versions.models import RestorePoint
 from versions.selectors import ArtifactChange
-from versions.views._common import actor_of, int_param, panel_view
+from versions.views._common import actor_of, int_param, panel_view, perms
 
 HUNKS_PER_PAGE = 20
 # Unchanged lines one click of an expander reveals; a longer gap keeps the rest collapsed.
@@ -152,6 +153,22 @@ class DiffView:
     message: str
     result: diffing.DiffResult | None = None
     page: diffing.DiffPage | None = None
+    notes: Any = None  # its line comments (selectors.LineNotes), given by the view
+
+    @property
+    def artifact(self) -> Any:
+        return self.change.artifact
+
+    @property
+    def left_sha(self) -> str | None:
+        """The blob of the "then" side (the state before the set), or None when absent."""
+        point = self.change.point
+        return point.previous_sha256 if point is not None and point.previous_existed else None
+
+    @property
+    def set_id(self) -> str | None:
+        point = self.change.point
+        return point.change_set_id if point is not None else None
 
     @property
     def point_id(self) -> str:
@@ -218,7 +235,24 @@ def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     app, point = selectors.app_point(slug, point_id)
     services.app_for(app, actor=actor_of(request))
     view = build_diff(selectors.point_change(point, _view(request)))
-    return render(request, "versions/partials/_diff.html", {"app": app, "diff": view})
+    with_notes(request, app, [view])
+    ctx = {"app": app, "diff": view, **perms(request, app)}
+    return render(request, "versions/partials/_diff.html", ctx)
+
+
+def with_notes(request: HttpRequest, app: Any, diffs: list[DiffView]) -> None:
+    """Give the diffs their line comments (``views.reviews.line_notes``)."""
+    from versions.views.reviews import line_notes
+
+    line_notes(
+        request,
+        app,
+        diffs,
+        left=lambda d: d.left_sha,
+        right=lambda d: d.now_sha or None,
+        set_id=lambda d: d.set_id,
+        view=lambda d: d.view,
+    )
 
 
 def _view(request: HttpRequest) -> str:
@@ -237,7 +271,9 @@ def diff_page(request: HttpRequest, slug: str, point_id: str) -> HttpResponse:
     if request.GET.get("now", change.now_sha) != change.now_sha:
         return render(request, "versions/partials/_diff_stale.html", {"message": CHANGED_SINCE})
     view = build_diff(change, page=int_param(request.GET.get("page"), 1))
-    return render(request, "versions/partials/_diff_page.html", {"app": app, "diff": view})
+    with_notes(request, app, [view])
+    ctx = {"app": app, "diff": view, **perms(request, app)}
+    return render(request, "versions/partials/_diff_page.html", ctx)
 
 
 @require_GET
@@ -260,10 +296,14 @@ def diff_context(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     rest = None
     if count > take:
         rest = diffing.Gap(old_start + take, new_start + take, count - take)
+    shown = build_diff(change)
+    with_notes(request, app, [shown])
     return render(
         request,
         "versions/partials/_diff_context.html",
         {
+            "notes": shown.notes,
+            **perms(request, app),
             "app": app,
             "pid": point.id,
             "rows": rows,

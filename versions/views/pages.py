@@ -11,8 +11,9 @@ from django.views.decorators.http import require_GET
 
 from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
+from versions.terms import REVIEW
 from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
-from versions.views.diffs import build_diff, prepare
+from versions.views.diffs import build_diff, prepare, with_notes
 from versions.views.reviews import reviews_context
 from versions.workspace import log_sets
 
@@ -20,20 +21,33 @@ from versions.workspace import log_sets
 @require_GET
 @panel_view
 def home(request: HttpRequest) -> HttpResponse:
-    """The apps (and workspaces) a person can open."""
+    """The apps (and workspaces) a person can open, and the change sets of those apps that
+    await the person's review."""
+    actor = actor_of(request)
+    page = selectors.app_page(
+        services.visible_app_ids(actor), request.GET.get("q", ""), request.GET.get("page")
+    )
+    awaited = awaiting(request, list(page.object_list))
+    for a in page.object_list:
+        a.awaiting = len(awaited.get(a.pk, []))  # type: ignore[attr-defined]
     return render(
         request,
         "versions/home.html",
         {
-            "page": selectors.app_page(
-                services.visible_app_ids(actor_of(request)),
-                request.GET.get("q", ""),
-                request.GET.get("page"),
-            ),
+            "page": page,
             "q": request.GET.get("q", "").strip()[:100],
+            "awaiting": [c for a in page.object_list for c in awaited.get(a.pk, [])],
             "workspace_cards": log_sets.workspace_cards(),
         },
     )
+
+
+def awaiting(request: HttpRequest, apps: list[App]) -> dict[int, list[ChangeSet]]:
+    """The change sets of ``apps`` that await the signed-in person's review (on the apps
+    where they may review), by app (docs/architecture.md#reviews)."""
+    actor = actor_of(request)
+    mine = [a for a in apps if actor.may(REVIEW, a)]
+    return selectors.awaiting_review(actor.name, mine) if mine else {}
 
 
 def _panel_context(request: HttpRequest, app: App, tab: str) -> dict[str, Any]:
@@ -55,7 +69,9 @@ def change_sets(request: HttpRequest, slug: str) -> HttpResponse:
         ctx["query"] = query.as_query()
     else:
         ctx["page"] = selectors.change_set_page(app, request.GET.get("page"))
+    ctx["page"].object_list = selectors.nest_restore_sets(list(ctx["page"].object_list))
     selectors.attach_review_states(app, list(ctx["page"].object_list))
+    ctx["awaiting"] = awaiting(request, [app]).get(app.pk, [])
     if is_fragment(request):
         return render(request, "versions/partials/_set_list.html", ctx)
     return render(request, "versions/panel.html", ctx)
@@ -93,6 +109,7 @@ def expanded_set_context(
     xs = selectors.expanded_set(app, set_id, view)
     prepare(xs.changes)
     diffs = [build_diff(ch) for ch in xs.changes]
+    with_notes(request, app, diffs)
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
     cs = xs.change_set
     selectors.attach_review_states(app, [cs])
@@ -139,6 +156,7 @@ def change_set(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
 def point_context(request: HttpRequest, app: App, point: RestorePoint, **extra: Any) -> dict:
     """Everything the expanded row of a point shows."""
     diff = build_diff(selectors.point_change(point))
+    with_notes(request, app, [diff])
     return {
         "app": app,
         "point": point,

@@ -30,10 +30,14 @@ ROLLBACK_TITLE = "Roll back production"
 
 def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
     overview = selectors.production_overview(app)
+    ahead = selectors.draft_ahead(app)
     return {
         "app": app,
         "tab": "production",
         "overview": overview,
+        "ahead": ahead,
+        "protection": selectors.protection_of(app),
+        "still_needs": [lack for c in ahead or [] for lack in c.review.lacks()],  # type: ignore[attr-defined]
         "preview_production": services.preview_url(app, PRODUCTION),
         "preview_draft": services.preview_url(app, DRAFT),
         **perms(request, app),

@@ -5,17 +5,20 @@ which check who may do what and keep the audit trail."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from versions import selectors, services
 from versions.errors import InvalidInput, NotFound
 from versions.forms import ReviewForm
-from versions.models import App, ChangeSet, Review
+from versions.messages import BAD_SIDE, COMMENT_NOT_FOUND, NO_SET_FOR_LINE
+from versions.models import App, ChangeSet, Comment, Review
 from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
 
 SUBMITTED = "Your review was submitted: {verdict}."
@@ -43,11 +46,108 @@ def reviews_context(request: HttpRequest, app: App, change_set: ChangeSet) -> di
     }
 
 
+def line_notes(
+    request: HttpRequest,
+    app: App,
+    diffs: list[Any],
+    *,
+    left: Callable[[Any], str | None],
+    right: Callable[[Any], str | None],
+    set_id: Callable[[Any], str | None] = lambda d: None,
+    view: Callable[[Any], str] = lambda d: "",
+    layout: str = "",
+) -> None:
+    """Give each diff shown (a set's ``DiffView`` or a compare's ``FileView``) its line
+    comments (``notes``): line numbers that open the comment form where the person may
+    review, and the threads under their lines (one ``selectors.line_threads`` call)."""
+    shown = [d for d in diffs if d.page is not None]
+    if not shown:
+        return
+    can = perms(request, app).get("can_review", False)
+    found = selectors.line_threads(app, [(d.artifact.pk, left(d), right(d)) for d in shown])
+    base = reverse("versions:line_comment", args=[app.slug])
+    for d in shown:
+        art = d.artifact
+        query = {
+            "artifact": f"{art.collection}/{art.name}",
+            "left": left(d) or "",
+            "right": right(d) or "",
+        }
+        if set_id(d):
+            query["set"] = set_id(d) or ""
+        if view(d):
+            query["view"] = view(d)
+        if layout == "split":
+            query["layout"] = layout
+        url = f"{base}?{urlencode(query)}" if can else ""
+        d.notes = selectors.LineNotes(url, found.get(art.pk, {}))
+
+
+def _target(request: HttpRequest, app: App) -> dict[str, Any]:
+    """Where a clicked line number's comment goes: the set (given for a set's own view, else
+    the set that wrote the state shown), the side, the blob and the line, in words."""
+    query = request.GET if request.method == "GET" else request.POST
+    collection, _, name = query.get("artifact", "").partition("/")
+    side = query.get("side", "")
+    if side not in (Comment.BEFORE, Comment.AFTER):
+        raise InvalidInput(BAD_SIDE.format(side=side[:20]), field="side")
+    sha = query.get("left" if side == Comment.BEFORE else "right", "")
+    line = query.get("line", "")
+    set_id = query.get("set", "")
+    if query.get("view") == "now" and side == Comment.AFTER:
+        set_id = ""  # "now" is the current state, not the set's own result
+    if not set_id:
+        found = selectors.comment_target(app, collection, name, sha)
+        if found is None:
+            raise InvalidInput(NO_SET_FOR_LINE.format(collection=collection, name=name))
+        set_id, side = found
+    change_set = selectors.change_set_row(app, set_id)
+    number = int(line) if line.isdigit() else 0
+    return {
+        "cs": change_set,
+        "collection": collection,
+        "name": name,
+        "side": side,
+        "sha": sha,
+        "line": number,
+        "line_text": selectors.line_of_state(app, collection, name, sha, number),
+    }
+
+
+@require_GET
+@panel_view
+def line_comment(request: HttpRequest, slug: str) -> HttpResponse:
+    """The comment form of one clicked diff line: a row under the line (htmx), or a page."""
+    app = app_of(request, slug)
+    try:
+        target = _target(request, app)
+    except (InvalidInput, NotFound) as exc:
+        if is_fragment(request):
+            return render(
+                request,
+                "versions/partials/_line_comment_form.html",
+                {"app": app, "form_error": exc.message, "colspan": _cols(request)},
+                status=422,
+            )
+        raise
+    ctx = {"app": app, **target, "colspan": _cols(request), **perms(request, app)}
+    if is_fragment(request):
+        return render(request, "versions/partials/_line_comment_form.html", ctx)
+    return render(request, "versions/line_comment_page.html", {**ctx, "tab": "sets"})
+
+
+def _cols(request: HttpRequest) -> int:
+    return 4 if request.GET.get("layout", request.POST.get("layout")) == "split" else 3
+
+
 def _section(request: HttpRequest, app: App, change_set: ChangeSet, **extra: Any) -> HttpResponse:
     """The reviews section again (htmx), or back to the set's page."""
     status = 422 if extra.get("review_error") else 200
     if not is_fragment(request) and status == 200:
-        return redirect(reverse("versions:change_set", args=[app.slug, change_set.id]) + "#reviews")
+        anchor = extra.get("anchor", "reviews")
+        return redirect(
+            reverse("versions:change_set", args=[app.slug, change_set.id]) + f"#{anchor}"
+        )
     ctx = {"app": app, "cs": change_set, **reviews_context(request, app, change_set), **extra}
     if not is_fragment(request):
         return render(request, "versions/reviews_page.html", ctx, status=status)
@@ -82,8 +182,9 @@ def add_comment(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     app, change_set = _set(request, slug, set_id)
     collection, _, name = request.POST.get("artifact", "").partition("/")
     line = request.POST.get("line", "")
+    inline = request.POST.get("inline") == "1"
     try:
-        services.add_comment(
+        comment = services.add_comment(
             change_set,
             collection=collection,
             name=name,
@@ -91,10 +192,66 @@ def add_comment(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
             line=int(line) if line.isdigit() else 0,
             body=request.POST.get("body", ""),
             actor=actor_of(request),
+            sha256=request.POST.get("sha256") or None,
         )
     except (InvalidInput, NotFound) as exc:
+        if inline or request.POST.get("page") == "1":
+            ctx = {
+                "app": app,
+                "cs": change_set,
+                "collection": collection,
+                "name": name,
+                "side": request.POST.get("side", ""),
+                "sha": request.POST.get("sha256", ""),
+                "line": int(line) if line.isdigit() else 0,
+                "line_text": request.POST.get("line_text"),
+                "body": request.POST.get("body", ""),
+                "form_error": exc.message,
+                "colspan": _cols(request),
+                **perms(request, app),
+            }
+            if is_fragment(request):
+                return render(request, "versions/partials/_line_comment_form.html", ctx, status=422)
+            return render(request, "versions/line_comment_page.html", ctx, status=422)
         return _section(request, app, change_set, review_error=exc.message, posted=request.POST)
-    return _section(request, app, change_set, review_status=COMMENTED)
+    if inline and is_fragment(request):
+        return _thread_rows(request, app, change_set, comment.id)
+    return _section(
+        request, app, change_set, review_status=COMMENTED, anchor=f"thread-{comment.id}"
+    )
+
+
+def _thread(app: App, change_set: ChangeSet, root_id: str) -> Any:
+    return next(t for t in selectors.threads(change_set) if t.comment.id == root_id)
+
+
+def _thread_rows(
+    request: HttpRequest, app: App, change_set: ChangeSet, root_id: str
+) -> HttpResponse:
+    """A new thread as the row under its line (it replaces the comment form's row)."""
+    ctx = {
+        "app": app,
+        "cs": change_set,
+        "threads": [_thread(app, change_set, root_id)],
+        "colspan": _cols(request),
+        **perms(request, app),
+    }
+    return render(request, "versions/partials/_line_threads.html", ctx)
+
+
+def _inline_thread(
+    request: HttpRequest, app: App, change_set: ChangeSet, root_id: str, **extra: Any
+) -> HttpResponse:
+    """One thread again, where it shows under its line (htmx)."""
+    ctx = {
+        "app": app,
+        "cs": change_set,
+        "thread": _thread(app, change_set, root_id),
+        "inline": True,
+        **perms(request, app),
+        **extra,
+    }
+    return render(request, "versions/partials/_thread.html", ctx, status=422 if extra else 200)
 
 
 @require_POST
@@ -102,13 +259,27 @@ def add_comment(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
 def reply(request: HttpRequest, slug: str, set_id: str, comment_id: str) -> HttpResponse:
     """Reply in a thread of the set."""
     app, change_set = _set(request, slug, set_id)
+    inline = request.POST.get("inline") == "1" and is_fragment(request)
     try:
-        services.reply(
+        answer = services.reply(
             comment_id, body=request.POST.get("body", ""), actor=actor_of(request), app=app
         )
     except InvalidInput as exc:
+        if inline:
+            return _inline_thread(
+                request, app, change_set, _root_of(change_set, comment_id), error=exc.message
+            )
         return _section(request, app, change_set, review_error=exc.message)
-    return _section(request, app, change_set, review_status=REPLIED)
+    if inline:
+        return _inline_thread(request, app, change_set, answer.thread_id or answer.id)
+    return _section(request, app, change_set, review_status=REPLIED, anchor=f"comment-{answer.id}")
+
+
+def _root_of(change_set: ChangeSet, comment_id: str) -> str:
+    for t in selectors.threads(change_set):
+        if t.comment.id == comment_id or any(r.id == comment_id for r in t.replies):
+            return t.comment.id
+    raise NotFound(COMMENT_NOT_FOUND.format(id=comment_id))
 
 
 @require_POST
@@ -117,5 +288,13 @@ def resolve(request: HttpRequest, slug: str, set_id: str, comment_id: str) -> Ht
     """``Resolve`` a thread of the set, or ``Reopen`` it (``resolved=0``)."""
     app, change_set = _set(request, slug, set_id)
     resolved = request.POST.get("resolved", "1") != "0"
-    services.resolve_thread(comment_id, resolved=resolved, actor=actor_of(request), app=app)
-    return _section(request, app, change_set, review_status=RESOLVED if resolved else REOPENED)
+    root = services.resolve_thread(comment_id, resolved=resolved, actor=actor_of(request), app=app)
+    if request.POST.get("inline") == "1" and is_fragment(request):
+        return _inline_thread(request, app, change_set, root.id)
+    return _section(
+        request,
+        app,
+        change_set,
+        review_status=RESOLVED if resolved else REOPENED,
+        anchor=f"thread-{root.id}",
+    )

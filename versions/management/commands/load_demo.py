@@ -15,8 +15,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from versions import services
+from versions import selectors, services
 from versions.models import App
+from versions.terms import REVIEW
 
 DEMO_SLUG = "quote-approvals"
 DEMO_NAME = "Quote approvals (demo)"
@@ -49,6 +50,19 @@ AGENT_TURN = [
     ("pltf_page", "index", "agent_turn/index.html", "devzone-agent:write_page"),
     ("pltf_stylesheet", "App", "agent_turn/App.css", "devzone-agent:write_stylesheet"),
 ]
+# What the agent was asked and did (docs/api.md#turn-messages).
+AGENT_MESSAGE = (
+    "Asked: “make approving quotes quicker”. Added an Approve all button to the header, a "
+    "danger style for it, and a hint that quotes are approved automatically after 24 hours."
+)
+# The reviewer's review of that turn, and a question on one line of the page
+# (docs/architecture.md#reviews).
+DEMO_REVIEW = (
+    "The **Approve all** button is welcome, but it needs a confirmation before it approves "
+    "everything.\n\nQuotes are *never* approved automatically: please take that hint out."
+)
+DEMO_LINE = "Every quote is approved automatically after 24 hours."
+DEMO_COMMENT = "Where does the 24 hours come from? Nothing in `approve` does this."
 
 
 def _read(relative: str) -> str:
@@ -81,8 +95,41 @@ def load_demo(*, with_agent_turn: bool = True) -> App:
                 requested_by="rvaid",
                 tool=tool,
                 run_id="demo-agent-turn-1",
+                message=AGENT_MESSAGE,
             )
     return app
+
+
+def demo_review() -> None:
+    """The reviewer's review of the demo turn (changes requested) and a thread on the line
+    of the page that says quotes are approved automatically; once, when the demo has none."""
+    app = App.objects.filter(slug=DEMO_SLUG).first()
+    reviewer = get_user_model().objects.filter(username=REVIEWER_USER).first()
+    if app is None or reviewer is None:
+        return
+    turns = [
+        c
+        for c in selectors.change_set_page(app, None).object_list
+        if c.run_id == "demo-agent-turn-1"
+    ]
+    if not turns or turns[0].reviews.exists():
+        return
+    actor = services.actor_for_user(reviewer)
+    if not actor.may(REVIEW, app):
+        return  # a "reviewer" made by hand, without the role here: no demo review
+    services.submit_review(turns[0].id, verdict="request_changes", body=DEMO_REVIEW, actor=actor)
+    page = _read("agent_turn/index.html").split("\n")
+    line = next((i for i, text in enumerate(page, 1) if DEMO_LINE in text), None)
+    if line is not None:
+        services.add_comment(
+            turns[0].id,
+            collection="pltf_page",
+            name="index",
+            side="after",
+            line=line,
+            body=DEMO_COMMENT,
+            actor=actor,
+        )
 
 
 def load_second_app() -> App:
@@ -143,7 +190,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"Loaded the demo app “{DEMO_SLUG}”."))
         if options["no_user"]:
             return
-        if demo_accounts():
+        made = demo_accounts()
+        if not existed:
+            demo_review()
+        if made:
             self.stdout.write(
                 f"Sign in at http://{options['address']}/accounts/login/ as “{DEMO_USER}” with the "
                 f"password “{DEMO_PASSWORD}” (a local demo account; create your own with "
