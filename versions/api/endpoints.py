@@ -32,21 +32,31 @@ from versions.api.schemas import (
     ArtifactHistory,
     ArtifactList,
     ArtifactOut,
+    ArtifactsQuery,
     AtQuery,
     ChangeSetDetail,
     ChangeSetPage,
+    CompareOut,
     DeleteQuery,
+    DeploymentPage,
     DescribedOut,
     DescribeIn,
     HistoryQuery,
+    KeysetQuery,
+    MeOut,
     PageQuery,
     PointDetail,
     PromoteIn,
+    PromotionReceiptOut,
     ReplyIn,
+    ReplyOut,
     RestorePointIn,
     RestoreReceiptOut,
     RestoreSetIn,
+    ReviewPage,
+    ReviewsQuery,
     RollbackIn,
+    SetReviewsOut,
     WriteIn,
     WriteReceiptOut,
     known_fields,
@@ -59,13 +69,18 @@ from versions.request_meta import request_meta
 from versions.strict import refuse_unknown
 from versions.terms import (
     POINT,
+    PROMOTE,
     RELEASE,
+    RESTORE,
     REVERT,
     SET,
+    VIEW,
     WRITE,
 )
 
 DEFAULT_TOOL = "api"
+# What /me says a token may do on each app, in this order.
+ABILITIES = (VIEW, WRITE, RESTORE, PROMOTE)
 
 RECEIPT_NOT_FOUND = "There is no restore set “{id}” with a receipt."
 IF_MATCH_FAILED = (
@@ -239,15 +254,17 @@ def _none_match(header: str | None, current: str | None) -> bool:
     ["GET", "HEAD"],
     "/apps/{slug}/artifacts",
     response={200: ArtifactList, **ERRORS},
-    summary="List an app's artifacts",
+    summary="List an app's artifacts (all, or a keyset page with limit and cursor)",
     tags=["artifacts"],
 )
-def get_artifacts(request: HttpRequest, slug: str, include_deleted: bool = False) -> Any:
+def get_artifacts(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[ArtifactsQuery]
+) -> Any:
     app = services.app_for(slug, actor=_actor(request))
-    return {
-        "app": app.slug,
-        "artifacts": selectors.list_artifacts(app, include_deleted=include_deleted),
-    }
+    page = selectors.artifact_page(
+        app, include_deleted=params.include_deleted, cursor=params.cursor, limit=params.limit
+    )
+    return _linked(request, response, page)
 
 
 def _validate_target(collection: str, name: str) -> None:
@@ -281,7 +298,7 @@ def get_artifact(
     app = services.app_for(slug, actor=_actor(request))
     _validate_target(collection, name)
     if params.at is not None:
-        data = selectors.artifact_at(app, collection, name, params.at)
+        data = selectors.artifact_at(app, collection, name, selectors.named_ref(app, params.at))
     else:
         data = selectors.read_artifact(app, collection, name)
     if _none_match(request.headers.get("If-None-Match"), data["sha256"]):
@@ -591,7 +608,7 @@ def get_change_set_diff(
 @api.api_operation(
     ["GET", "HEAD"],
     "/change-sets/{set_id}/reviews",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: SetReviewsOut, **ERRORS},
     summary="A change set's review state, its reviews and its line comment threads (anchors)",
     tags=["change sets", "reviews"],
 )
@@ -601,7 +618,7 @@ def get_change_set_reviews(request: HttpRequest, set_id: str) -> Any:
 
 @api.post(
     "/comments/{comment_id}/replies",
-    response={201: dict[str, Any], **ERRORS},
+    response={201: ReplyOut, **ERRORS},
     summary="Reply to a line comment's thread (marked as the agent's)",
     tags=["reviews"],
 )
@@ -720,17 +737,22 @@ _NO_BODY_ROLLBACK = RollbackIn(to=None, note="")
 
 @api.get(
     "/apps/{slug}/deployments",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: DeploymentPage, **ERRORS},
     summary="The app's production deployment, its deployments and the history of production",
     tags=["production"],
+    by_alias=True,
 )
-def get_deployments(request: HttpRequest, slug: str) -> Any:
-    return selectors.production_overview(services.app_for(slug, actor=_actor(request)))
+def get_deployments(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[KeysetQuery]
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    page = selectors.deployment_page(app, cursor=params.cursor, limit=params.limit)
+    return _linked(request, response, page)
 
 
 @api.post(
     "/apps/{slug}/deployments",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: PromotionReceiptOut, **ERRORS},
     summary="Promote a state (default the draft) to production, or a dry run",
     tags=["production"],
 )
@@ -757,13 +779,96 @@ def _moved(request: HttpRequest, slug: str, receipt: Any) -> HttpResponse:
 
 @api.post(
     "/apps/{slug}/production/rollback",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: PromotionReceiptOut, **ERRORS},
     summary="Instant rollback: point production at an earlier deployment",
     tags=["production"],
 )
 def post_rollback(request: HttpRequest, slug: str, body: RollbackIn = _NO_BODY_ROLLBACK) -> Any:
     receipt = services.rollback_production(slug, actor=_actor(request), to=body.to, note=body.note)
     return _moved(request, slug, receipt)
+
+
+# --- reviews, compare, me -------------------------------------------------------------------
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/apps/{slug}/reviews",
+    response={200: ReviewPage, **ERRORS},
+    summary="The reviews people gave the app's change sets, newest first (keyset pages)",
+    tags=["reviews"],
+)
+def get_reviews(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[ReviewsQuery]
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    page = selectors.review_page(
+        app, cursor=params.cursor, limit=params.limit, verdict=params.verdict
+    )
+    return _linked(request, response, page)
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/apps/{slug}/compare/{refs}",
+    response={200: CompareOut, **ERRORS},
+    summary="Compare two refs (base...head): the files that differ with line counts, or a diff",
+    tags=["history"],
+    by_alias=True,
+    openapi_extra={
+        "responses": {
+            200: {
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/CompareOut"}},
+                    "text/x-diff": {"schema": {"type": "string"}},
+                }
+            }
+        }
+    },
+)
+def get_compare(request: HttpRequest, slug: str, refs: str) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    base, head = selectors.split_compare(refs)
+    if _wants_diff(request):
+        return HttpResponse(
+            selectors.comparison_diff(app, base, head), content_type=DIFF_MEDIA_TYPE
+        )
+    return selectors.comparison(app, base, head)
+
+
+def _wants_diff(request: HttpRequest) -> bool:
+    """Whether the client asked for ``text/x-diff`` rather than JSON (``Accept``)."""
+    accept = request.headers.get("Accept", "")
+    return "text/x-diff" in accept and "application/json" not in accept
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/me",
+    response={200: MeOut, **ERRORS},
+    summary="Who this token is: its user, its apps and what it may do there, expiry, last use",
+    tags=["agents"],
+)
+def get_me(request: HttpRequest) -> Any:
+    return me(_actor(request))
+
+
+def me(actor: services.Actor, app: Any = None) -> dict[str, Any]:
+    """What ``GET /me`` and MCP ``whoami`` answer: the token's user, the apps it reaches (each
+    with what it may do, as the services say) and its expiry and last use."""
+    apps = [
+        {
+            "slug": each.slug,
+            "name": each.name,
+            "may": [action for action in ABILITIES if actor.may(action, each)],
+        }
+        for each in selectors.token_apps(actor.token)
+        if actor.sees(each)
+    ]
+    answer = selectors.whoami(actor.token, apps)
+    if app is not None:
+        answer["app"] = app.slug
+    return answer
 
 
 # --- outside the routes ---------------------------------------------------------------------
