@@ -25,14 +25,18 @@ from typing import Annotated, Any, Literal
 
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field, TypeAdapter
 
+import versions.api.schemas as shapes
 from versions import ids, selectors, services
-from versions.errors import InvalidInput, PreflightFailed, StaleWrite, VersionsError
+from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
 from versions.strict import first_unknown
 from versions.terms import (
+    POINT,
     PROMOTE,
+    RELEASE,
     REVERT,
     SET,
     VIEW,
@@ -83,8 +87,10 @@ Message = Annotated[
         )
     ),
 ]
-# Every tool answers a JSON object (its structuredContent).
-OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+# A missing resource (docs/api.md#mcp): MCP's "resource not found" error code.
+RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+NO_SUCH_APP = "There is no app “{slug}”."
 TITLES = {
     "list_artifacts": "List artifacts",
     "read_artifact": "Read an artifact (now or at a ref)",
@@ -99,6 +105,11 @@ TITLES = {
     "revert_change_set": "Revert this set",
     "list_deployments": "Production and its deployments",
     "promote": "Promote to production",
+    "rollback_production": "Roll production back",
+    "restore_point": "Restore one artifact to before a point",
+    "restore_to_release": "Restore to release",
+    "compare": "Compare two refs",
+    "whoami": "Who am I",
     "list_reviews": "A change set's reviews and comments",
     "reply_to_comment": "Reply to a comment",
 }
@@ -125,6 +136,10 @@ TurnId = Annotated[
 ]
 
 
+REF_WORDS = (
+    "A ref: draft (now), production, release, dp_… (a deployment), cs_…/rs_… (right after that "
+    "set) or rp_… (just before that point)."
+)
 SetId = Annotated[str, Field(description="The change set: cs_… (or rs_… to undo a restore).")]
 DryRun = Annotated[bool, Field(description="Only say what would be written.")]
 Reviewed = Annotated[
@@ -166,11 +181,12 @@ def _refuse_unstorable(values: tuple[object, ...]) -> None:
                     raise InvalidInput(BAD_TEXT)
 
 
-def client_tool_name(ctx: Context | None) -> str:
-    """``mcp:<client name>`` from the client's ``initialize`` clientInfo, made safe to store."""
-    name = ""
+def client_tool_name(ctx: Context | None, given: str | None = None) -> str:
+    """``mcp:<client name>`` from the client's ``initialize`` clientInfo (or ``given``: the name
+    a remote session sent when it began), made safe to store."""
+    name = given or ""
     try:
-        params = ctx.session.client_params if ctx is not None else None
+        params = ctx.session.client_params if ctx is not None and given is None else None
         if params is not None and params.client_info is not None:
             name = params.client_info.name or ""
     except (ValueError, AttributeError):
@@ -191,9 +207,57 @@ def _may(authorise: Callable[..., tuple[services.Actor, Any]], action: str) -> b
     return actor.may(action, app)
 
 
-def build_server(app_slug: str, token: str) -> MCPServer:
-    """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call."""
-    session_run_id = f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
+def new_run_id() -> str:
+    """A session's own run id: its writes form one change set."""
+    return f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
+
+
+def output_schema(*shapes_: type[BaseModel]) -> dict[str, Any]:
+    """A tool's ``outputSchema``: the JSON schema of the API's shape(s) of its answer (one of
+    them, when a tool answers one of several)."""
+    if len(shapes_) == 1:
+        return shapes_[0].model_json_schema(by_alias=True)
+    union = TypeAdapter(shapes_[0] | shapes_[1]).json_schema(by_alias=True)  # type: ignore[operator]
+    return {"type": "object", **union}
+
+
+def output_schemas() -> dict[str, dict[str, Any]]:
+    """Every tool's ``outputSchema``, from the API's schemas (docs/api.md#mcp-tools)."""
+    receipt = output_schema(shapes.RestoreReceiptOut)
+    write = output_schema(shapes.WriteReceiptOut)
+    moved = output_schema(shapes.PromotionReceiptOut)
+    return {
+        "list_artifacts": output_schema(shapes.ArtifactList),
+        "read_artifact": output_schema(shapes.ArtifactOut, shapes.ArtifactAtOut),
+        "write_artifact": write,
+        "edit_artifact": write,
+        "delete_artifact": write,
+        "list_change_sets": output_schema(shapes.ChangeSetPage, shapes.ChangeSetDetail),
+        "describe_change_set": output_schema(shapes.DescribedOut),
+        "artifact_history": output_schema(shapes.ArtifactHistory),
+        "diff_change_set": output_schema(shapes.DiffOut),
+        "restore_change_set": receipt,
+        "revert_change_set": receipt,
+        "restore_point": receipt,
+        "restore_to_release": receipt,
+        "list_deployments": output_schema(shapes.DeploymentPage),
+        "list_reviews": output_schema(shapes.SetReviewsOut),
+        "reply_to_comment": output_schema(shapes.ReplyOut),
+        "promote": moved,
+        "rollback_production": moved,
+        "compare": output_schema(shapes.CompareDiffOut),
+        "whoami": output_schema(shapes.MeOut),
+    }
+
+
+def build_server(
+    app_slug: str, token: str, *, run_id: str | None = None, client_name: str | None = None
+) -> MCPServer:
+    """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call.
+
+    ``run_id`` and ``client_name``: the session's, when it outlives this server (a remote
+    session is served by one server per request, docs/operations.md#remote-mcp)."""
+    session_run_id = run_id or new_run_id()
 
     def session_run(run_id: str | None, turn_id: str | None) -> str | None:
         """The run a write joins: the client's, else the session's unless it names its turn."""
@@ -249,7 +313,8 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             str | None,
             Field(
                 description=(
-                    "Read it at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
+                    "Read it at a ref: draft (now), production (what production serves), "
+                    "release, dp_… (a deployment), cs_…/rs_… (right after that set), rp_… "
                     "(just before that point)."
                 )
             ),
@@ -263,7 +328,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             services.validate_collection(collection)
             services.validate_name(name)
             if at is not None:
-                return selectors.artifact_at(app, collection, name, at)
+                return selectors.artifact_at(app, collection, name, selectors.named_ref(app, at))
             return selectors.read_artifact(app, collection, name)
 
         return call(body, collection, name, at)
@@ -276,14 +341,21 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         mime_type="text/plain",
     )
     def artifact_resource(slug: str, collection: str, name: str) -> str:
+        uri = RESOURCE_TEMPLATE.format(slug=slug, collection=collection, name=name)
         close_old_connections()
         try:
+            _refuse_unstorable((slug, collection, name))
             _actor, app = authorise()
             if slug != app.slug:
-                raise InvalidInput(f"This server serves app “{app.slug}” only, not “{slug}”.")
+                # Another app's slug and a missing one answer alike (docs/api.md#existence).
+                raise NotFound(NO_SUCH_APP.format(slug=slug))
             services.validate_collection(collection)
             services.validate_name(name)
             return str(selectors.read_artifact(app, collection, name)["source"])
+        except NotFound as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, exc.message, {"uri": uri}) from None
+        except VersionsError as exc:
+            raise MCPError(INVALID_PARAMS, exc.message, {"uri": uri, "error": exc.code}) from None
         finally:
             close_old_connections()
 
@@ -304,7 +376,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     ) -> CallToolResult:
         """Write an artifact's whole source. Its previous state is captured as a restore point
         first. Refused, with the current sha256, if expected_sha256 is stale."""
-        tool = client_tool_name(ctx)
+        tool = client_tool_name(ctx, client_name)
 
         def body() -> dict[str, Any]:
             actor, app = authorise(WRITE)
@@ -340,7 +412,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     ) -> CallToolResult:
         """Replace one exact, unique piece of an artifact's source (old_text → new_text),
         captured like any write. Refused in words when old_text is missing or not unique."""
-        tool = client_tool_name(ctx)
+        tool = client_tool_name(ctx, client_name)
 
         def body() -> dict[str, Any]:
             actor, app = authorise(WRITE)
@@ -372,7 +444,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         message: Message = None,
     ) -> CallToolResult:
         """Delete an artifact: it becomes a tombstone behind a restore point (restorable)."""
-        tool = client_tool_name(ctx)
+        tool = client_tool_name(ctx, client_name)
 
         def body() -> dict[str, Any]:
             actor, app = authorise(WRITE)
@@ -454,17 +526,38 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         set_id: Annotated[
             str | None, Field(description="Give an id to get that one set with its points.")
         ] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, le=200, description="A keyset page of this many sets.")
+        ] = None,
+        cursor: Annotated[
+            str | None, Field(description="The next_cursor of the answer before, unchanged.")
+        ] = None,
+        run_id: Annotated[str | None, Field(description="Only this run's sets.")] = None,
+        turn_id: Annotated[str | None, Field(description="Only this turn's sets.")] = None,
+        written_by: Annotated[
+            str | None, Field(description="Only sets with a point this principal wrote.")
+        ] = None,
     ) -> CallToolResult:
         """The app's change sets, newest first (one per agent turn or MCP session), or one set
-        with its restore points when set_id is given."""
+        with its restore points when set_id is given. Filter by run, turn or writer; page by
+        limit and cursor (keyset: writes between pages never repeat or skip a set)."""
 
         def body() -> dict[str, Any]:
             actor, app = authorise()
             if set_id:
                 return selectors.change_set_detail(selectors.change_set_row(app, set_id))
-            return selectors.list_change_sets(app, page=page, per_page=per_page)
+            return selectors.list_change_sets(
+                app,
+                page=page,
+                per_page=per_page,
+                cursor=cursor,
+                limit=limit,
+                run_id=run_id,
+                turn_id=turn_id,
+                written_by=written_by,
+            )
 
-        return call(body, set_id)
+        return call(body, set_id, cursor, run_id, turn_id, written_by)
 
     def restore_tool(kind: str, set_id: str, dry_run: bool, expected: Any) -> CallToolResult:
         """One restore flow for every restore tool (docs/architecture.md#restore-flow)."""
@@ -494,6 +587,74 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         sets made to the same artifacts (a three-way merge, like git revert). Overlapping
         later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
         return restore_tool(REVERT, set_id, dry_run, expected)
+
+    @server.tool(annotations=changes_app)
+    def restore_point(
+        point_id: Annotated[str, Field(description="The restore point: rp_….")],
+        dry_run: DryRun = False,
+        expected_sha256: Annotated[
+            str | None,
+            Field(description='The artifact\'s sha256 you reviewed as now ("" for absent).'),
+        ] = None,
+    ) -> CallToolResult:
+        """Restore one artifact to its state just before this point's write, behind a
+        counter-point (so it can be undone). Returns the receipt."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            expected = None
+            if expected_sha256 is not None:
+                point = services.point_for(point_id, actor=actor)
+                expected = {(point.artifact.collection, point.artifact.name): expected_sha256}
+            receipt = services.run_restore(
+                POINT, point_id, actor=actor, app=app, dry_run=dry_run, expected=expected
+            )
+            return receipt.as_dict()
+
+        return call(body, point_id, expected_sha256)
+
+    @server.tool(annotations=changes_app)
+    def restore_to_release(dry_run: DryRun = False, expected: Reviewed = None) -> CallToolResult:
+        """Restore to release: every artifact changed since the release set back to its state
+        right after it, behind counter-points. Returns the receipt."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            receipt = services.run_restore(
+                RELEASE, None, actor=actor, app=app, dry_run=dry_run, expected=expected
+            )
+            return receipt.as_dict()
+
+        return call(body, expected)
+
+    @server.tool(annotations=read_only)
+    def compare(
+        base: Annotated[str, Field(description=REF_WORDS)],
+        head: Annotated[str, Field(description=REF_WORDS)] = "draft",
+        diff: Annotated[bool, Field(description="Also the unified diff text.")] = False,
+    ) -> CallToolResult:
+        """What differs from one state of the app to another: per artifact its change, both
+        hashes and the lines added and removed (and, with diff, the unified diff text)."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            answer = selectors.comparison(app, base, head)
+            if diff:
+                answer["diff"] = selectors.comparison_diff(app, base, head)
+            return answer
+
+        return call(body, base, head)
+
+    @server.tool(annotations=read_only)
+    def whoami() -> CallToolResult:
+        """Who this session acts as: the token's user, its apps and what it may do there, when
+        it expires and was last used, and the app this session serves."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            return selectors.whoami(actor, app)
+
+        return call(body)
 
     @server.tool(annotations=read_only)
     def list_deployments() -> CallToolResult:
@@ -561,9 +722,28 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
             return call(body, ref, note, expected)
 
+        @server.tool(annotations=changes_app)
+        def rollback_production(
+            to: Annotated[
+                str | None,
+                Field(description="The deployment to serve again: dp_… (default the one before)."),
+            ] = None,
+            note: Annotated[str, Field(description="Why, for the history.", max_length=500)] = "",
+        ) -> CallToolResult:
+            """Instant rollback: point production at an earlier deployment (default the one it
+            served before). Nothing is copied; the history records who, when and why. Returns
+            the receipt."""
+
+            def body() -> dict[str, Any]:
+                actor, app = authorise()
+                return services.rollback_production(app, actor=actor, to=to, note=note).as_dict()
+
+            return call(body, to, note)
+
+    schemas = output_schemas()
     for tool in server._tool_manager._tools.values():
         tool.title = TITLES.get(tool.name, tool.title)
-        tool.fn_metadata.output_schema = OUTPUT_SCHEMA
+        tool.fn_metadata.output_schema = schemas[tool.name]
 
     # Strict arguments (docs/api.md#strict-inputs), for every tool: a name a tool does not take
     # is a tool error in the API's words, never silently dropped (a misspelt expected_sha256

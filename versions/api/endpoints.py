@@ -69,18 +69,13 @@ from versions.request_meta import request_meta
 from versions.strict import refuse_unknown
 from versions.terms import (
     POINT,
-    PROMOTE,
     RELEASE,
-    RESTORE,
     REVERT,
     SET,
-    VIEW,
     WRITE,
 )
 
 DEFAULT_TOOL = "api"
-# What /me says a token may do on each app, in this order.
-ABILITIES = (VIEW, WRITE, RESTORE, PROMOTE)
 
 RECEIPT_NOT_FOUND = "There is no restore set “{id}” with a receipt."
 IF_MATCH_FAILED = (
@@ -850,25 +845,7 @@ def _wants_diff(request: HttpRequest) -> bool:
     tags=["agents"],
 )
 def get_me(request: HttpRequest) -> Any:
-    return me(_actor(request))
-
-
-def me(actor: services.Actor, app: Any = None) -> dict[str, Any]:
-    """What ``GET /me`` and MCP ``whoami`` answer: the token's user, the apps it reaches (each
-    with what it may do, as the services say) and its expiry and last use."""
-    apps = [
-        {
-            "slug": each.slug,
-            "name": each.name,
-            "may": [action for action in ABILITIES if actor.may(action, each)],
-        }
-        for each in selectors.token_apps(actor.token)
-        if actor.sees(each)
-    ]
-    answer = selectors.whoami(actor.token, apps)
-    if app is not None:
-        answer["app"] = app.slug
-    return answer
+    return selectors.whoami(_actor(request))
 
 
 # --- outside the routes ---------------------------------------------------------------------

@@ -867,6 +867,12 @@ class CompareOut(Schema):
     lines_removed: int
 
 
+class CompareDiffOut(CompareOut):
+    """A comparison over MCP: with ``diff`` = true, its unified diff text too."""
+
+    diff: str | None = Field(None, description="Unified diff text, when asked for.")
+
+
 class MeTokenOut(Schema):
     model_config = _OPEN
     prefix: str

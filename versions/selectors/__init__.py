@@ -41,7 +41,6 @@ from versions.selectors.agent_lists import (
     named_ref,
     review_page,
     split_compare,
-    token_apps,
     whoami,
 )
 from versions.selectors.audit import (
@@ -181,7 +180,6 @@ __all__ = [
     "named_ref",
     "review_page",
     "split_compare",
-    "token_apps",
     "whoami",
     "production_notice",
     "attach_review_states",

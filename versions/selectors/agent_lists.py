@@ -21,6 +21,7 @@ from versions.selectors.panel import blob_sources
 from versions.selectors.production import deployment_out
 from versions.selectors.production import production_overview as _overview
 from versions.selectors.reviews import review_dict
+from versions.terms import PROMOTE, RESTORE, VIEW, WRITE
 
 RELEASE = "release"
 NO_RELEASE = (
@@ -178,10 +179,25 @@ def split_compare(refs: str) -> tuple[str, str]:
     return split_refs(refs)
 
 
-def whoami(token: Any, apps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Who a token is: its user, its label and prefix, when it expires and was last used, and
-    ``apps`` (what it may do on each app it reaches, as the services said)."""
-    return {
+# What ``/me`` and ``whoami`` say a token may do on each app, in this order.
+ABILITIES = (VIEW, WRITE, RESTORE, PROMOTE)
+
+
+def whoami(actor: Any, app: App | None = None) -> dict[str, Any]:
+    """Who a token's actor is: its user, its label and prefix, when it expires and was last
+    used, and each app it reaches with what it may do there (as the actor's own access rules
+    say); ``app``: the one an MCP session serves."""
+    token = actor.token
+    apps = [
+        {
+            "slug": each.slug,
+            "name": each.name,
+            "may": [action for action in ABILITIES if actor.may(action, each)],
+        }
+        for each in token.apps.order_by("slug")
+        if actor.sees(each)
+    ]
+    answer = {
         "user": token.user.get_username(),
         "token": {
             "prefix": token.prefix,
@@ -193,8 +209,6 @@ def whoami(token: Any, apps: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "apps": apps,
     }
-
-
-def token_apps(token: Any) -> list[App]:
-    """The apps a token is scoped to, by slug."""
-    return list(token.apps.order_by("slug"))
+    if app is not None:
+        answer["app"] = app.slug
+    return answer
