@@ -16,15 +16,23 @@ The token is checked on every call, so revoking it or deactivating its user stop
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import unicodedata
 from collections.abc import Callable
+from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
+import anyio
+from asgiref.sync import async_to_sync
+from django.core import signing
 from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, TypeAdapter
@@ -32,6 +40,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 import versions.api.schemas as shapes
 from versions import ids, selectors, services
 from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
+from versions.request_meta import request_meta
 from versions.strict import first_unknown
 from versions.terms import (
     POINT,
@@ -217,7 +226,7 @@ def output_schema(*shapes_: type[BaseModel]) -> dict[str, Any]:
     them, when a tool answers one of several)."""
     if len(shapes_) == 1:
         return shapes_[0].model_json_schema(by_alias=True)
-    union = TypeAdapter(shapes_[0] | shapes_[1]).json_schema(by_alias=True)  # type: ignore[operator]
+    union = TypeAdapter(shapes_[0] | shapes_[1]).json_schema(by_alias=True)  # type: ignore[operator,arg-type]
     return {"type": "object", **union}
 
 
@@ -251,12 +260,18 @@ def output_schemas() -> dict[str, dict[str, Any]]:
 
 
 def build_server(
-    app_slug: str, token: str, *, run_id: str | None = None, client_name: str | None = None
+    app_slug: str,
+    token: str,
+    *,
+    run_id: str | None = None,
+    client_name: str | None = None,
+    meta: dict[str, str] | None = None,
 ) -> MCPServer:
     """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call.
 
     ``run_id`` and ``client_name``: the session's, when it outlives this server (a remote
-    session is served by one server per request, docs/operations.md#remote-mcp)."""
+    session is served by one server per request, docs/operations.md#remote-mcp); ``meta``:
+    where a remote client acts from, for the audit trail."""
     session_run_id = run_id or new_run_id()
 
     def session_run(run_id: str | None, turn_id: str | None) -> str | None:
@@ -267,6 +282,8 @@ def build_server(
         """The token's actor (checked on every call: revoking it stops the session) and the
         app, as the services let it reach it."""
         actor = services.authenticate_token(token)
+        if meta:
+            actor.meta = meta
         return actor, services.app_for(app_slug, actor=actor, action=action)
 
     def call(func: Callable[[], dict[str, Any]], *texts: object) -> CallToolResult:
@@ -759,3 +776,210 @@ def build_server(
 
     server.call_tool = call_tool_strictly  # type: ignore[method-assign]
     return server
+
+
+# --- remote MCP: Streamable HTTP at /mcp/ (docs/operations.md#remote-mcp) ---------------------
+
+SESSION_HEADER = "Mcp-Session-Id"
+SESSION_SALT = "versions.mcp.session"
+# A remote session lasts as long as a working day can, and a little more.
+SESSION_MAX_AGE = 7 * 24 * 3600
+REMOTE_NO_TOKEN = (
+    "Remote MCP needs an agent token: send Authorization: Bearer <token> "
+    "(python manage.py create_agent_token)."
+)
+REMOTE_TOKEN_REFUSED = (
+    "This token is not valid (unknown, revoked or expired, or its user is inactive)."
+)
+REMOTE_WHICH_APP = (
+    "This token reaches {count} apps: name the one this session serves, as /mcp/?app=<slug> "
+    "({slugs})."
+)
+REMOTE_NO_APP = "There is no app “{slug}”."
+REMOTE_SESSION_UNKNOWN = (
+    "There is no MCP session “{session}” for this token: start a new one (initialize)."
+)
+REMOTE_METHODS = (
+    "/mcp/ takes POST (MCP messages) and DELETE (end a session); it sends no SSE stream."
+)
+
+
+def _problem(status: int, code: str, message: str, **headers: str) -> HttpResponse:
+    """An RFC 9457 problem, like every error of the agent API (docs/api.md#errors)."""
+    body = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": message,
+        "error": code,
+        "message": message,
+    }
+    response = HttpResponse(
+        json.dumps(body, ensure_ascii=False),
+        status=status,
+        content_type="application/problem+json",
+    )
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    return credentials.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _fingerprint(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def _initialize_params(body: bytes) -> dict[str, Any] | None:
+    """The params of an ``initialize`` request (None for any other message)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(message, dict) and message.get("method") == "initialize":
+        params = message.get("params")
+        return params if isinstance(params, dict) else {}
+    return None
+
+
+def _session_of(header: str, token: str, slug: str) -> dict[str, str] | None:
+    """The run id and client name a session id carries, if this server signed it for this
+    token and app."""
+    try:
+        data = signing.loads(header, salt=SESSION_SALT, max_age=SESSION_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not isinstance(data, dict) or data.get("t") != _fingerprint(token) or data.get("a") != slug:
+        return None
+    return data
+
+
+def _app_slug(request: HttpRequest, actor: services.Actor) -> str | HttpResponse:
+    """The app the session serves: ``?app=``, or the token's only app."""
+    asked = request.GET.get("app")
+    if asked:
+        return asked
+    slugs = [a["slug"] for a in selectors.whoami(actor)["apps"]]
+    if len(slugs) == 1:
+        return slugs[0]
+    if not slugs:
+        return _problem(404, "not_found", REMOTE_NO_APP.format(slug=""))
+    return _problem(
+        400,
+        "invalid_input",
+        REMOTE_WHICH_APP.format(count=len(slugs), slugs=", ".join(slugs[:20])),
+    )
+
+
+async def _serve_one(server: MCPServer, scope: dict[str, Any], body: bytes) -> HttpResponse:
+    """One MCP message over the SDK's Streamable HTTP transport, stateless, answered as JSON."""
+    manager = StreamableHTTPSessionManager(
+        app=server._lowlevel_server, json_response=True, stateless=True
+    )
+    answer: dict[str, Any] = {"status": 500, "headers": [], "body": []}
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        return {"type": "http.disconnect"}  # never reached
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = message.get("headers", [])
+        elif message["type"] == "http.response.body":
+            answer["body"].append(message.get("body", b""))
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+    response = HttpResponse(b"".join(answer["body"]), status=answer["status"])
+    for name, value in answer["headers"]:
+        key = name.decode("latin-1")
+        if key.lower() not in ("content-length", "mcp-session-id"):
+            response[key] = value.decode("latin-1")
+    return response
+
+
+def _scope(request: HttpRequest, body: bytes) -> dict[str, Any]:
+    """The ASGI scope of this Django request, for the SDK's transport."""
+    headers = [
+        (key.lower().encode("latin-1"), value.encode("latin-1", "replace"))
+        for key, value in request.headers.items()
+        if key.lower() not in ("content-length", SESSION_HEADER.lower())
+    ]
+    headers.append((b"content-length", str(len(body)).encode()))
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "server": (request.get_host().split(":")[0], int(request.get_port() or 80)),
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
+    }
+
+
+@csrf_exempt
+def http_endpoint(request: HttpRequest) -> HttpResponse:
+    """Remote MCP (docs/operations.md#remote-mcp): the same tools as ``mcp_server`` over MCP's
+    Streamable HTTP transport, with the bearer token of the API (same scope and permissions).
+
+    Every request is served on its own (any worker of any server may take it), so a session is
+    a signed ``Mcp-Session-Id`` that carries its run id and client name: its writes form one
+    change set and say which client wrote them, as over stdio."""
+    token = _bearer(request)
+    if token is None:
+        return _problem(401, "unauthorized", REMOTE_NO_TOKEN, WWW_Authenticate="Bearer")
+    meta = request_meta(request)
+    row = services.verify_token(token, request_meta=meta)
+    if row is None:
+        return _problem(401, "unauthorized", REMOTE_TOKEN_REFUSED, WWW_Authenticate="Bearer")
+    actor = services.actor_for_token(row)
+    slug = _app_slug(request, actor)
+    if isinstance(slug, HttpResponse):
+        return slug
+    try:
+        services.app_for(slug, actor=actor)
+    except VersionsError as exc:
+        return _problem(404, "not_found", exc.message)
+    if request.method == "DELETE":
+        return HttpResponse(status=204)  # the server holds nothing of a session to drop
+    if request.method != "POST":
+        return _problem(405, "method_not_allowed", REMOTE_METHODS, Allow="POST, DELETE")
+    body = request.body
+    header = request.headers.get(SESSION_HEADER)
+    started = _initialize_params(body)
+    if header:
+        session = _session_of(header, token, slug)
+        if session is None:
+            return _problem(404, "not_found", REMOTE_SESSION_UNKNOWN.format(session=header[:80]))
+    elif started is not None:
+        client = started.get("clientInfo")
+        name = client.get("name") if isinstance(client, dict) else None
+        session = {
+            "r": new_run_id(),
+            "c": name if isinstance(name, str) else "",
+            "t": _fingerprint(token),
+            "a": slug,
+        }
+    else:
+        session = {"r": new_run_id(), "c": ""}  # a client without a session: one request's own
+    server = build_server(
+        slug, token, run_id=session["r"], client_name=session["c"] or None, meta=meta
+    )
+    response = async_to_sync(_serve_one)(server, _scope(request, body), body)
+    if started is not None and not header and response.status_code == 200:
+        response[SESSION_HEADER] = signing.dumps(session, salt=SESSION_SALT, compress=True)
+    return response
