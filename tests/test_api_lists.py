@@ -207,3 +207,22 @@ def test_read_at_release_is_the_state_right_after_the_release_set(api, app):
     body = api.get("/apps/quotes/artifacts/pltf_page/index", at="release").json()
     assert body["source"] == "v1\n"
     assert ChangeSet.objects.count() == 2
+
+
+def test_a_retried_plain_rollback_rolls_back_twice_and_a_rollback_to_a_deployment_once(app):
+    """What docs/api.md#retrying-a-rollback tells a client that lost the answer to a rollback:
+    a plain rollback sent again moves production once more; one that names ``to`` is a no-op
+    the second time."""
+    ship = _promoter(app)
+    ids = []
+    for n in range(3):
+        _write(app, "index", f"v{n}\n")
+        ids.append(ship.post("/apps/quotes/deployments", {}).json()["deploymentId"])
+    first = ship.post("/apps/quotes/production/rollback", {}).json()
+    again = ship.post("/apps/quotes/production/rollback", {}).json()
+    assert (first["deploymentId"], again["deploymentId"]) == (ids[1], ids[0])
+    forward = ship.post("/apps/quotes/production/rollback", {"to": ids[2]}).json()
+    retried = ship.post("/apps/quotes/production/rollback", {"to": ids[2]}).json()
+    assert forward["kind"] == "rollback" and forward["deploymentId"] == ids[2]
+    assert retried["kind"] == "noop"
+    assert ship.get("/apps/quotes/deployments").json()["production"] == ids[2]

@@ -51,7 +51,12 @@ comment = services.add_comment(first.change_set_id, collection="pltf_page", name
     side="after", line=1, body="Why?", actor=services.actor_for_user(boss))
 restore_set = ChangeSet.objects.get(app=other, kind=ChangeSet.RESTORE)
 deployment = App.objects.get(slug="other").production_id
-print(first.change_set_id, first.restore_point_id, restore_set.id, deployment, comment.id)
+demo = ChangeSet.objects.filter(app__slug="quote-approvals").order_by("-created_on").first()
+services.mark_release(demo.id)
+mine = services.add_comment(demo.id, collection="pltf_page", name="index",
+    side="after", line=1, body="Why this?", actor=services.actor_for_user(boss))
+print(first.change_set_id, first.restore_point_id, restore_set.id, deployment, comment.id,
+    demo.id, mine.id)
 """
 
 
@@ -113,6 +118,7 @@ def site(tmp_path_factory) -> Any:
         "url": f"http://127.0.0.1:{port}/mcp/",
         "tokens": {k: v.splitlines()[-1] for k, v in tokens.items()},
         "other": dict(zip(["set", "point", "restore_set", "deployment", "comment"], other)),
+        "demo": dict(zip(["set", "comment"], other[5:])),
         "env": env,
         "log": folder / "server.log",
     }
@@ -307,6 +313,60 @@ def test_every_tool_has_an_output_schema_from_the_api_and_checks_it(site):
     assert "changeSetId" in schemas["write_artifact"]["properties"]
     assert "next_cursor" in schemas["list_artifacts"]["properties"]
     assert "from" in schemas["compare"]["$defs"]["CompareFileOut"]["properties"]
+
+
+def test_every_tool_answers_what_its_output_schema_says(site):
+    """Each tool listed, called once with arguments it succeeds with; ``call`` validates each
+    structured result against the tool's outputSchema (the SDK's client does too)."""
+    demo = site["demo"]
+
+    async def job(session: ClientSession, tools: dict) -> set[str]:
+        called: set[str] = set()
+
+        async def ok(tool: str, **arguments: Any) -> dict:
+            is_error, data = await call(session, tools, tool, **arguments)
+            assert not is_error, (tool, data)
+            called.add(tool)
+            return data
+
+        page = {"collection": "pltf_page", "name": "index"}
+        await ok("whoami")
+        await ok("list_artifacts", include_deleted=True)
+        read = await ok("read_artifact", **page)
+        await ok("read_artifact", **page, at="release")
+        await ok("artifact_history", **page)
+        written = await ok(
+            "write_artifact", collection="pltf_page", name="scratch", source="a\n", run_id="all"
+        )
+        await ok(
+            "edit_artifact",
+            collection="pltf_page",
+            name="scratch",
+            old_text="a",
+            new_text="b",
+            run_id="all",
+        )
+        await ok("delete_artifact", collection="pltf_page", name="scratch", run_id="all")
+        set_id = written["changeSetId"]
+        await ok("list_change_sets", limit=2)
+        await ok("list_change_sets", set_id=set_id)
+        await ok("describe_change_set", set_id=set_id, message="Scratch.")
+        await ok("diff_change_set", set_id=set_id, view="now")
+        await ok("compare", base="release", head="draft", diff=True)
+        await ok("list_reviews", set_id=demo["set"])
+        await ok("reply_to_comment", comment_id=demo["comment"], body="Because.")
+        await ok("restore_change_set", set_id=set_id, dry_run=True)
+        await ok("revert_change_set", set_id=set_id, dry_run=True)
+        await ok("restore_point", point_id=written["restorePointId"], dry_run=True)
+        await ok("restore_to_release", dry_run=True, expected={"pltf_page/index": read["sha256"]})
+        await ok("promote", dry_run=True)
+        await ok("promote", note="for the rollback")
+        await ok("promote", ref=set_id, note="again")
+        await ok("rollback_production")
+        await ok("list_deployments")
+        return called ^ set(tools)
+
+    assert run(site, site["tokens"]["promoter"], job) == set()
 
 
 # Each tool that names something of an app, with another app's value and a missing one.
