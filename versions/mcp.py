@@ -16,6 +16,9 @@ The token is checked on every call, so revoking it or deactivating its user stop
 
 from __future__ import annotations
 
+import contextvars
+import copy
+import functools
 import hashlib
 import json
 import logging
@@ -28,7 +31,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from asgiref.sync import async_to_sync
 from django.core import signing
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp.server.mcpserver import Context, MCPServer
@@ -230,6 +233,7 @@ def output_schema(*shapes_: type[BaseModel]) -> dict[str, Any]:
     return {"type": "object", **union}
 
 
+@functools.cache
 def output_schemas() -> dict[str, dict[str, Any]]:
     """Every tool's ``outputSchema``, from the API's schemas (docs/api.md#mcp-tools)."""
     receipt = output_schema(shapes.RestoreReceiptOut)
@@ -265,13 +269,13 @@ def build_server(
     *,
     run_id: str | None = None,
     client_name: str | None = None,
-    meta: dict[str, str] | None = None,
+    remote: bool = False,
 ) -> MCPServer:
     """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call.
 
     ``run_id`` and ``client_name``: the session's, when it outlives this server (a remote
-    session is served by one server per request, docs/operations.md#remote-mcp); ``meta``:
-    where a remote client acts from, for the audit trail."""
+    session is served request by request, docs/operations.md#remote-mcp); ``remote``: served
+    over HTTP, where each request says where the client acts from (for the audit trail)."""
     session_run_id = run_id or new_run_id()
 
     def session_run(run_id: str | None, turn_id: str | None) -> str | None:
@@ -282,8 +286,8 @@ def build_server(
         """The token's actor (checked on every call: revoking it stops the session) and the
         app, as the services let it reach it."""
         actor = services.authenticate_token(token)
-        if meta:
-            actor.meta = meta
+        if remote:
+            actor.meta = REMOTE_META.get() or {}
         return actor, services.app_for(app_slug, actor=actor, action=action)
 
     def call(func: Callable[[], dict[str, Any]], *texts: object) -> CallToolResult:
@@ -298,6 +302,13 @@ def build_server(
         except VersionsError as exc:
             return _result(_error_data(exc), error=True)
         finally:
+            done()
+
+    def done() -> None:
+        """Over HTTP the SDK's worker threads outlive the request: close their connections."""
+        if remote:
+            connections.close_all()
+        else:
             close_old_connections()
 
     server = MCPServer(
@@ -374,7 +385,7 @@ def build_server(
         except VersionsError as exc:
             raise MCPError(INVALID_PARAMS, exc.message, {"uri": uri, "error": exc.code}) from None
         finally:
-            close_old_connections()
+            done()
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -760,7 +771,7 @@ def build_server(
     schemas = output_schemas()
     for tool in server._tool_manager._tools.values():
         tool.title = TITLES.get(tool.name, tool.title)
-        tool.fn_metadata.output_schema = schemas[tool.name]
+        tool.fn_metadata.output_schema = copy.deepcopy(schemas[tool.name])
 
     # Strict arguments (docs/api.md#strict-inputs), for every tool: a name a tool does not take
     # is a tool error in the API's words, never silently dropped (a misspelt expected_sha256
@@ -781,6 +792,13 @@ def build_server(
 # --- remote MCP: Streamable HTTP at /mcp/ (docs/operations.md#remote-mcp) ---------------------
 
 SESSION_HEADER = "Mcp-Session-Id"
+# Where the current remote request comes from (address, user agent), for the audit trail; the
+# SDK runs tools in worker threads, which see the request's context.
+REMOTE_META: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "remote_meta", default=None
+)
+# Built servers kept per session (building one registers every tool: tens of milliseconds).
+REMOTE_SERVERS = 128
 SESSION_SALT = "versions.mcp.session"
 # A remote session lasts as long as a working day can, and a little more.
 SESSION_MAX_AGE = 7 * 24 * 3600
@@ -874,6 +892,13 @@ def _app_slug(request: HttpRequest, actor: services.Actor) -> str | HttpResponse
     )
 
 
+@functools.lru_cache(maxsize=REMOTE_SERVERS)
+def _remote_server(slug: str, token: str, run_id: str, client: str, may_promote: bool) -> MCPServer:
+    """The server of one remote session (``may_promote``: whether its token may promote now,
+    so a change of that lists or hides the promotion tools at the next request)."""
+    return build_server(slug, token, run_id=run_id, client_name=client or None, remote=True)
+
+
 async def _serve_one(server: MCPServer, scope: dict[str, Any], body: bytes) -> HttpResponse:
     """One MCP message over the SDK's Streamable HTTP transport, stateless, answered as JSON."""
     manager = StreamableHTTPSessionManager(
@@ -951,7 +976,7 @@ def http_endpoint(request: HttpRequest) -> HttpResponse:
     if isinstance(slug, HttpResponse):
         return slug
     try:
-        services.app_for(slug, actor=actor)
+        app = services.app_for(slug, actor=actor)
     except VersionsError as exc:
         return _problem(404, "not_found", exc.message)
     if request.method == "DELETE":
@@ -976,9 +1001,8 @@ def http_endpoint(request: HttpRequest) -> HttpResponse:
         }
     else:
         session = {"r": new_run_id(), "c": ""}  # a client without a session: one request's own
-    server = build_server(
-        slug, token, run_id=session["r"], client_name=session["c"] or None, meta=meta
-    )
+    server = _remote_server(slug, token, session["r"], session["c"], actor.may(PROMOTE, app))
+    REMOTE_META.set(meta)
     response = async_to_sync(_serve_one)(server, _scope(request, body), body)
     if started is not None and not header and response.status_code == 200:
         response[SESSION_HEADER] = signing.dumps(session, salt=SESSION_SALT, compress=True)

@@ -143,8 +143,16 @@ class _VersionsApi(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(*args, **kwargs)
         path_rules = path_parameter_rules()
-        for operations in schema.get("paths", {}).values():
-            for operation in operations.values():
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                if method == "head":
+                    # A HEAD shares its GET's function: its own operationId, as ids are unique.
+                    operation["operationId"] += "_head"
+                for status, links in _links(path, method).items():
+                    answers = operation.get("responses", {})
+                    answer = answers.get(status) or answers.get(int(status))
+                    if answer is not None:
+                        answer["links"] = links
                 for parameter in operation.get("parameters") or ():
                     if parameter.get("in") == "path" and parameter["name"] in path_rules:
                         parameter["schema"] = {
@@ -158,6 +166,57 @@ class _VersionsApi(NinjaAPI):
                     if str(status) in ERROR_MEANINGS:
                         answer["description"] = ERROR_MEANINGS[str(status)]
         return schema
+
+
+_PREFIX = "/api/v1"
+
+
+def _to(path: str, method: str, **parameters: str) -> dict[str, Any]:
+    """An OpenAPI link to ``method path`` with ``parameters`` from the answer (an operationRef:
+    GET and HEAD share a function)."""
+    pointer = (_PREFIX + path).replace("~", "~0").replace("/", "~1")
+    return {"operationRef": f"#/paths/{pointer}/{method}", "parameters": parameters}
+
+
+def _set_links(expression: str) -> dict[str, Any]:
+    """Links from a change set id in an answer to what can be done with it."""
+    set_id = {"set_id": expression}
+    return {
+        "GetChangeSet": _to("/change-sets/{set_id}", "get", **set_id),
+        "DescribeChangeSet": _to("/change-sets/{set_id}", "patch", **set_id),
+        "GetChangeSetDiff": _to("/change-sets/{set_id}/diff", "get", **set_id),
+        "GetChangeSetReviews": _to("/change-sets/{set_id}/reviews", "get", **set_id),
+        "RestoreChangeSet": _to("/change-sets/{set_id}/restore", "post", **set_id),
+        "RevertChangeSet": _to("/change-sets/{set_id}/revert", "post", **set_id),
+    }
+
+
+def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
+    """The OpenAPI links of an operation's answers (by status), so that the ids one answer
+    gives flow into the operations that take them (docs/api.md#fuzzing)."""
+    path = path.removeprefix(_PREFIX)
+    point = {"point_id": "$response.body#/restorePointId"}
+    write = {
+        **_set_links("$response.body#/changeSetId"),
+        "GetRestorePoint": _to("/restore-points/{point_id}", "get", **point),
+        "RestorePoint": _to("/restore-points/{point_id}/restore", "post", **point),
+    }
+    restored = {
+        **_set_links("$response.body#/setId"),
+        "GetRestoreReceipt": _to(
+            "/restore-sets/{set_id}/receipt", "get", set_id="$response.body#/setId"
+        ),
+    }
+    by_operation: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+        ("/apps/{slug}/artifacts/{collection}/{name}", "put"): {"200": write, "201": write},
+        ("/apps/{slug}/artifacts/{collection}/{name}", "delete"): {"200": write},
+        ("/apps/{slug}/change-sets", "get"): {"200": _set_links("$response.body#/items/0/id")},
+        ("/change-sets/{set_id}/restore", "post"): {"200": restored},
+        ("/change-sets/{set_id}/revert", "post"): {"200": restored},
+        ("/restore-points/{point_id}/restore", "post"): {"200": restored},
+        ("/apps/{slug}/restore-to-release", "post"): {"200": restored},
+    }
+    return by_operation.get((path, method), {})
 
 
 api = _VersionsApi(
