@@ -16,7 +16,7 @@ from api_helpers import make_token
 from django.contrib.auth import get_user_model
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -143,10 +143,25 @@ def test_the_stateful_phase_follows_links_with_change_set_ids_and_finds_no_serve
     headers = {"Authorization": f"Bearer {seeded}"}
     calls: list[tuple[str, str, int]] = []
 
+    points = list(RestorePoint.objects.values_list("id", flat=True))
+
     class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        # Each scenario starts from the seeded data (hypothesis replays scenarios and wants
+        # the same answers each time).
+        def setup(self):
+            self.savepoint = transaction.savepoint()
+
+        def teardown(self):
+            transaction.savepoint_rollback(self.savepoint)
+
         def before_call(self, case):
-            if "slug" in (case.path_parameters or {}):
-                case.path_parameters["slug"] = "quotes"
+            params = case.path_parameters or {}
+            if "slug" in params:
+                params["slug"] = "quotes"
+            # The scenario's first step (schemathesis starts from a POST) on a real point; the
+            # ids of the steps after it come from the answers, through the document's links.
+            if params.get("point_id") and params["point_id"] not in points:
+                params["point_id"] = points[len(calls) % len(points)]
 
         def get_call_kwargs(self, case):
             return {"headers": headers}
@@ -172,5 +187,4 @@ def test_the_stateful_phase_follows_links_with_change_set_ids_and_finds_no_serve
         if "{set_id}" in path and status in (200, 409)
     }
     # Ids flowed: some operation on a set answered for a real set, not a 404.
-    assert linked, sorted(set(calls))[:40]
-    print(sorted(set(calls)))
+    assert len(linked) >= 3, sorted(set(calls))

@@ -201,8 +201,9 @@ def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
         "GetRestorePoint": _to("/restore-points/{point_id}", "get", **point),
         "RestorePoint": _to("/restore-points/{point_id}/restore", "post", **point),
     }
+    # A restore set is restored again to undo it, never reverted (400 in words).
     restored = {
-        **_set_links("$response.body#/setId"),
+        **{k: v for k, v in _set_links("$response.body#/setId").items() if k != "RevertChangeSet"},
         "GetRestoreReceipt": _to(
             "/restore-sets/{set_id}/receipt", "get", set_id="$response.body#/setId"
         ),
@@ -809,6 +810,7 @@ def get_deployments(
     response={200: PromotionReceiptOut, **ERRORS},
     summary="Promote a state (default the draft) to production, or a dry run",
     tags=["production"],
+    by_alias=True,
 )
 def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_PROMOTE) -> Any:
     receipt = services.promote(
@@ -836,6 +838,7 @@ def _moved(request: HttpRequest, slug: str, receipt: Any) -> HttpResponse:
     response={200: PromotionReceiptOut, **ERRORS},
     summary="Instant rollback: point production at an earlier deployment",
     tags=["production"],
+    by_alias=True,
 )
 def post_rollback(request: HttpRequest, slug: str, body: RollbackIn = _NO_BODY_ROLLBACK) -> Any:
     receipt = services.rollback_production(slug, actor=_actor(request), to=body.to, note=body.note)

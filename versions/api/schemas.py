@@ -209,7 +209,10 @@ def _clean_text(value: str | None, field: str) -> str | None:
 
 class _JsonObject(Schema):
     """A request body: a JSON object. (django-ninja would read any other JSON value, such as
-    ``[null]`` or ``5``, as an object of defaults.)"""
+    ``[null]`` or ``5``, as an object of defaults.) Its document says it takes no other field
+    (``additionalProperties: false``), as it refuses them (docs/api.md#strict-inputs)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
