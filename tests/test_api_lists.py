@@ -226,3 +226,23 @@ def test_a_retried_plain_rollback_rolls_back_twice_and_a_rollback_to_a_deploymen
     assert forward["kind"] == "rollback" and forward["deploymentId"] == ids[2]
     assert retried["kind"] == "noop"
     assert ship.get("/apps/quotes/deployments").json()["production"] == ids[2]
+
+
+def test_a_change_set_filter_with_a_control_character_is_refused_as_the_document_says(api, app):
+    response = api.get("/apps/quotes/change-sets", written_by="token:\x84")
+    assert response.status_code == 422
+    assert "control characters" in response.content.decode()
+
+
+def test_the_document_says_revert_takes_a_writers_set_only(api, app):
+    document = api.client.get("/api/v1/openapi.json").json()
+    revert = document["paths"]["/api/v1/change-sets/{set_id}/revert"]["post"]
+    (set_id,) = [p for p in revert["parameters"] if p["name"] == "set_id"]
+    assert set_id["schema"]["pattern"].startswith("^cs_rp_")
+    first = services.write_artifact(app, "pltf_page", "index", "v1\n", requested_by="a", tool="t")
+    restore = services.run_restore("set", first.change_set_id)
+    make_user("restorer", can_restore=True)
+    restorer = ApiClient(make_token("restorer", "quotes"))
+    refused = restorer.post(f"/change-sets/{restore.set_id}/revert")
+    assert refused.status_code == 400  # a restore set is undone by restoring it, in words
+    assert "Undo this restore" in refused.json()["message"]

@@ -28,6 +28,7 @@ from versions import selectors, services
 from versions.api.errors import ApiError, install, problem, problem_body
 from versions.api.schemas import (
     ERRORS,
+    WRITER_SET_ID_PATTERN,
     ArtifactAtOut,
     ArtifactHistory,
     ArtifactList,
@@ -159,6 +160,8 @@ class _VersionsApi(NinjaAPI):
                             "title": parameter["schema"].get("title", parameter["name"]),
                             **path_rules[parameter["name"]],
                         }
+                        if path.endswith("/revert") and parameter["name"] == "set_id":
+                            parameter["schema"]["pattern"] = WRITER_SET_ID_PATTERN
                 for status, answer in (operation.get("responses") or {}).items():
                     content = answer.get("content") or {}
                     if str(status).startswith(("4", "5")) and "application/json" in content:

@@ -35,6 +35,8 @@ SHA256_DESCRIPTION = (
 )
 SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
 SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+# Revert this set takes back what a writer did: a restore set (rs_…) is undone by restoring it.
+WRITER_SET_ID_PATTERN = r"^cs_rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 COMMENT_ID_PATTERN = r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$"
 DEPLOYMENT_ID_PATTERN = r"^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
@@ -188,6 +190,7 @@ NOT_A_SHA256 = (
 )
 NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
+BAD_FILTER = "{field} must not contain control characters: no id or principal has one."
 
 
 def _sha256_form(value: str | None) -> str | None:
@@ -582,6 +585,10 @@ class PageQuery(_CursorQuery):
     @field_validator("run_id", "turn_id", "written_by")
     @classmethod
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
+        # As the document states (text_pattern): no control character either, so a filter
+        # that could name nothing is refused rather than answered with an empty page.
+        if value is not None and any(unicodedata.category(ch) == "Cc" for ch in value):
+            raise ValueError(BAD_FILTER.format(field=info.field_name))
         return _clean_text(value, info.field_name)
 
     @field_validator("since")
