@@ -232,6 +232,9 @@ def test_a_change_set_filter_with_a_control_character_is_refused_as_the_document
     response = api.get("/apps/quotes/change-sets", written_by="token:\x84")
     assert response.status_code == 422
     assert "control characters" in response.content.decode()
+    too_long = api.get("/apps/quotes/change-sets", run_id="r" * 201)
+    assert too_long.status_code == 422
+    assert "at most 200 characters" in too_long.content.decode()
 
 
 def test_the_document_says_revert_takes_a_writers_set_only(api, app):

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from asgiref.sync import async_to_sync
 from django.core import signing
+from django.core.exceptions import RequestDataTooBig
 from django.db import close_old_connections, connections
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -817,6 +818,7 @@ REMOTE_NO_APP = "There is no app “{slug}”."
 REMOTE_SESSION_UNKNOWN = (
     "There is no MCP session “{session}” for this token: start a new one (initialize)."
 )
+REMOTE_TOO_LARGE = "This MCP message is larger than the server accepts. Nothing was done."
 REMOTE_METHODS = (
     "/mcp/ takes POST (MCP messages) and DELETE (end a session); it sends no SSE stream."
 )
@@ -983,7 +985,10 @@ def http_endpoint(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)  # the server holds nothing of a session to drop
     if request.method != "POST":
         return _problem(405, "method_not_allowed", REMOTE_METHODS, Allow="POST, DELETE")
-    body = request.body
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _problem(413, "too_large", REMOTE_TOO_LARGE)
     header = request.headers.get(SESSION_HEADER)
     started = _initialize_params(body)
     if header:

@@ -191,6 +191,7 @@ NOT_A_SHA256 = (
 NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
 BAD_FILTER = "{field} must not contain control characters: no id or principal has one."
+LONG_FILTER = "{field} is at most {max} characters: no id or principal is longer."
 
 
 def _sha256_form(value: str | None) -> str | None:
@@ -589,6 +590,8 @@ class PageQuery(_CursorQuery):
         # that could name nothing is refused rather than answered with an empty page.
         if value is not None and any(unicodedata.category(ch) == "Cc" for ch in value):
             raise ValueError(BAD_FILTER.format(field=info.field_name))
+        if value is not None and len(value) > ID_MAX:
+            raise ValueError(LONG_FILTER.format(field=info.field_name, max=ID_MAX))
         return _clean_text(value, info.field_name)
 
     @field_validator("since")
