@@ -814,7 +814,7 @@ REMOTE_WHICH_APP = (
     "This token reaches {count} apps: name the one this session serves, as /mcp/?app=<slug> "
     "({slugs})."
 )
-REMOTE_NO_APP = "There is no app “{slug}”."
+REMOTE_NO_APPS = "This token reaches no app: make one scoped to the app (create_agent_token --app)."
 REMOTE_SESSION_UNKNOWN = (
     "There is no MCP session “{session}” for this token: start a new one (initialize)."
 )
@@ -886,7 +886,7 @@ def _app_slug(request: HttpRequest, actor: services.Actor) -> str | HttpResponse
     if len(slugs) == 1:
         return slugs[0]
     if not slugs:
-        return _problem(404, "not_found", REMOTE_NO_APP.format(slug=""))
+        return _problem(404, "not_found", REMOTE_NO_APPS)
     return _problem(
         400,
         "invalid_input",
@@ -1000,7 +1000,7 @@ def http_endpoint(request: HttpRequest) -> HttpResponse:
         name = client.get("name") if isinstance(client, dict) else None
         session = {
             "r": new_run_id(),
-            "c": name if isinstance(name, str) else "",
+            "c": name[:150] if isinstance(name, str) else "",
             "t": _fingerprint(token),
             "a": slug,
         }
