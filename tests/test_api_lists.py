@@ -249,3 +249,9 @@ def test_the_document_says_revert_takes_a_writers_set_only(api, app):
     refused = restorer.post(f"/change-sets/{restore.set_id}/revert")
     assert refused.status_code == 400  # a restore set is undone by restoring it, in words
     assert "Undo this restore" in refused.json()["message"]
+
+
+def test_since_is_a_date_and_time_not_a_number(api, app):
+    assert api.get("/apps/quotes/change-sets", since="0.5").status_code == 422
+    assert api.get("/apps/quotes/change-sets", since="2026-12-01").status_code == 422
+    assert api.get("/apps/quotes/change-sets", since="2026-12-01T00:00:00Z").status_code == 200

@@ -442,6 +442,10 @@ def test_tools_answer_another_apps_ids_exactly_as_missing_ones(site):
                 differences.append(f"{tool}: {there} ≠ {missing}")
             elif not there[0] or there[1].get("error") != "not_found":
                 differences.append(f"{tool}: {there} is not a not_found error")
+        # The walk can tell: this app's own set answers, where a missing one does not.
+        mine = await call(session, tools, "list_change_sets", set_id=site["demo"]["set"])
+        if mine[0]:
+            differences.append(f"this app's own set was refused: {mine}")
         # The resource of another app's slug and of a missing slug: both -32002, same words.
         errors = []
         for slug in ("other", "nope"):

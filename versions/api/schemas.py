@@ -191,6 +191,7 @@ NOT_A_SHA256 = (
 NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
 BAD_FILTER = "{field} must not contain control characters: no id or principal has one."
+NOT_A_DATE_TIME = "since is a date and time in ISO 8601, e.g. 2026-12-03T09:00:00Z."
 LONG_FILTER = "{field} is at most {max} characters: no id or principal is longer."
 
 
@@ -593,6 +594,15 @@ class PageQuery(_CursorQuery):
         if value is not None and len(value) > ID_MAX:
             raise ValueError(LONG_FILTER.format(field=info.field_name, max=ID_MAX))
         return _clean_text(value, info.field_name)
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _a_date_time(cls, value: Any) -> Any:
+        # ISO 8601 date and time, as the document's format says (pydantic alone would also
+        # read a number of seconds, or a date without its time).
+        if isinstance(value, str) and not re.match(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d", value):
+            raise ValueError(NOT_A_DATE_TIME)
+        return value
 
     @field_validator("since")
     @classmethod
