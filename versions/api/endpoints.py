@@ -211,7 +211,46 @@ def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
             "/restore-sets/{set_id}/receipt", "get", set_id="$response.body#/setId"
         ),
     }
+    app = {"slug": "$response.body#/apps/0/slug"}
+    here = {"slug": "$request.path.slug"}
+    first_point = {"point_id": "$response.body#/items/0/id"}
     by_operation: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+        # Who the token is → its first app's lists (an agent's first calls).
+        ("/me", "get"): {
+            "200": {
+                "ListArtifacts": _to("/apps/{slug}/artifacts", "get", **app),
+                "ListChangeSets": _to("/apps/{slug}/change-sets", "get", **app),
+                "ListDeployments": _to("/apps/{slug}/deployments", "get", **app),
+                "ListReviews": _to("/apps/{slug}/reviews", "get", **app),
+            }
+        },
+        ("/apps/{slug}/artifacts", "get"): {
+            "200": {
+                "ReadArtifact": _to(
+                    "/apps/{slug}/artifacts/{collection}/{name}",
+                    "get",
+                    **here,
+                    collection="$response.body#/artifacts/0/collection",
+                    name="$response.body#/artifacts/0/name",
+                ),
+                "ArtifactHistory": _to(
+                    "/apps/{slug}/artifacts/{collection}/{name}/history",
+                    "get",
+                    **here,
+                    collection="$response.body#/artifacts/0/collection",
+                    name="$response.body#/artifacts/0/name",
+                ),
+            }
+        },
+        ("/apps/{slug}/artifacts/{collection}/{name}/history", "get"): {
+            "200": {
+                "GetRestorePoint": _to("/restore-points/{point_id}", "get", **first_point),
+                "RestorePoint": _to("/restore-points/{point_id}/restore", "post", **first_point),
+                "GetChangeSet": _to(
+                    "/change-sets/{set_id}", "get", set_id="$response.body#/items/0/change_set"
+                ),
+            }
+        },
         ("/apps/{slug}/artifacts/{collection}/{name}", "put"): {"200": write, "201": write},
         ("/apps/{slug}/artifacts/{collection}/{name}", "delete"): {"200": write},
         ("/apps/{slug}/change-sets", "get"): {"200": _set_links("$response.body#/items/0/id")},
