@@ -56,13 +56,15 @@ def test_every_path_parameter_states_its_rule(document):
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path":
                     seen.setdefault(parameter["name"], parameter["schema"])
-    assert set(seen) == {"slug", "collection", "name", "set_id", "point_id", "comment_id"}
+    assert set(seen) == {"slug", "collection", "name", "set_id", "point_id", "comment_id", "refs"}
     assert seen["collection"]["enum"] == list(COLLECTIONS)
     assert seen["slug"]["pattern"] == schemas.SLUG_PATTERN
     assert seen["name"]["maxLength"] == 200 and seen["name"]["minLength"] == 1
     assert re.fullmatch(seen["set_id"]["pattern"], "cs_rp_mx4rvs9s_efw70pvk")
     assert re.fullmatch(seen["point_id"]["pattern"], "rp_mx4rvs9s_efw70pvk")
     assert re.fullmatch(seen["comment_id"]["pattern"], "cm_mx4rvs9s_efw70pvk")
+    assert re.fullmatch(seen["refs"]["pattern"], "release...cs_rp_mx4rvs9s_efw70pvk")
+    assert not re.fullmatch(seen["refs"]["pattern"], "draft..draft")
 
 
 def test_bodies_state_their_rules_and_the_error_statuses_say_what_they_mean(document):
@@ -70,7 +72,7 @@ def test_bodies_state_their_rules_and_the_error_statuses_say_what_they_mean(docu
     assert parts["WriteIn"]["properties"]["source"]["pattern"] == "^[^\\u0000]*$"
     expected = parts["RestoreSetIn"]["properties"]["expected"]["anyOf"][0]
     assert expected["propertyNames"]["pattern"].startswith("^(" + "|".join(COLLECTIONS) + ")/")
-    assert parts["PromoteIn"]["properties"]["ref"]["pattern"] == schemas.REF_PATTERN
+    assert parts["PromoteIn"]["properties"]["ref"]["pattern"] == schemas.PROMOTE_REF_PATTERN
     assert parts["PromoteIn"]["properties"]["note"]["maxLength"] == 500
     assert parts["RestorePointIn"]["properties"]["dry_run"]["type"] == "boolean"
     put = document["paths"]["/api/v1/apps/{slug}/artifacts/{collection}/{name}"]["put"]

@@ -28,6 +28,7 @@ MISSING = {
     "set_id": "cs_rp_zzzzzz_00000000",
     "point_id": "rp_zzzzzz_00000000",
     "comment_id": "cm_zzzzzz_00000000",
+    "refs": "cs_rp_zzzzzz_00000000...rp_zzzzzz_00000000",
 }
 # What each method sends: a body of the right shape, so that only existence decides.
 BODIES: dict[str, Any] = {
@@ -104,6 +105,7 @@ def _elsewhere_ids(app: App) -> dict[str, str]:
         "point_id": first.restore_point_id,
         "restore_set_id": restore_set.id,
         "comment_id": comment.id,
+        "refs": f"{first.change_set_id}...{first.restore_point_id}",
     }
 
 
@@ -125,8 +127,8 @@ def _walk(client: ApiClient, there: dict[str, str]) -> list[str]:
         walked += 1
         there_path = _fill(template, _values(there, template))
         missing_path = _fill(template, _values(missing, template))
-        there_ids = [v for k, v in there.items() if k not in ("collection", "name")]
-        missing_ids = [v for k, v in missing.items() if k not in ("collection", "name")]
+        there_ids = [v for k, v in there.items() if k not in ("collection", "name") and v]
+        missing_ids = [v for k, v in missing.items() if k not in ("collection", "name") and v]
         elsewhere = _answer(client, method, there_path, there_ids)
         nowhere = _answer(client, method, missing_path, missing_ids)
         if elsewhere != nowhere or elsewhere[0] != 404:
@@ -165,3 +167,21 @@ def test_the_walk_sees_a_difference_when_there_is_one(app, restorer):
     """The walk can fail: the token's own app answers, a missing one does not."""
     mine = _elsewhere_ids(app)
     assert _walk(restorer, mine) != []
+
+
+def test_refs_of_another_app_answer_as_missing_ones_in_compare_and_at(app, restorer):
+    """In the token's own app, another app's set, point and restore set as a ref (compare's
+    base or head, ?at=) answer exactly what a missing one does."""
+    services.write_artifact(app, "pltf_page", "index", "mine\n", requested_by="a", tool="t")
+    there = _elsewhere_ids(App.objects.create(slug="other", name="Other"))
+    missing = {**MISSING, "restore_set_id": "rs_zzzzzz_00000000"}
+    for key in ("set_id", "point_id", "restore_set_id"):
+        for path in (
+            "/apps/quotes/compare/{ref}...draft",
+            "/apps/quotes/compare/draft...{ref}",
+            "/apps/quotes/artifacts/pltf_page/index?at={ref}",
+        ):
+            elsewhere = _answer(restorer, "GET", path.format(ref=there[key]), [there[key]])
+            nowhere = _answer(restorer, "GET", path.format(ref=missing[key]), [missing[key]])
+            assert elsewhere == nowhere, path
+            assert elsewhere[0] == 404

@@ -39,6 +39,10 @@ TOOLS = {
     "list_deployments",
     "list_reviews",
     "reply_to_comment",
+    "restore_point",
+    "restore_to_release",
+    "compare",
+    "whoami",
 }
 
 

@@ -16,23 +16,40 @@ The token is checked on every call, so revoking it or deactivating its user stop
 
 from __future__ import annotations
 
+import contextvars
+import copy
+import functools
+import hashlib
 import json
 import logging
 import unicodedata
 from collections.abc import Callable
+from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
-from django.db import close_old_connections
+import anyio
+from asgiref.sync import async_to_sync
+from django.core import signing
+from django.core.exceptions import RequestDataTooBig
+from django.db import close_old_connections, connections
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field, TypeAdapter
 
+import versions.api.schemas as shapes
 from versions import ids, selectors, services
-from versions.errors import InvalidInput, PreflightFailed, StaleWrite, VersionsError
+from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite, VersionsError
+from versions.request_meta import request_meta
 from versions.strict import first_unknown
 from versions.terms import (
+    POINT,
     PROMOTE,
+    RELEASE,
     REVERT,
     SET,
     VIEW,
@@ -93,8 +110,10 @@ Addresses = Annotated[
         )
     ),
 ]
-# Every tool answers a JSON object (its structuredContent).
-OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+# A missing resource (docs/api.md#mcp): MCP's "resource not found" error code.
+RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+NO_SUCH_APP = "There is no app “{slug}”."
 TITLES = {
     "list_artifacts": "List artifacts",
     "read_artifact": "Read an artifact (now or at a ref)",
@@ -109,6 +128,11 @@ TITLES = {
     "revert_change_set": "Revert this set",
     "list_deployments": "Production and its deployments",
     "promote": "Promote to production",
+    "rollback_production": "Roll production back",
+    "restore_point": "Restore one artifact to before a point",
+    "restore_to_release": "Restore to release",
+    "compare": "Compare two refs",
+    "whoami": "Who am I",
     "list_reviews": "A change set's reviews and comments",
     "reply_to_comment": "Reply to a comment",
 }
@@ -135,6 +159,10 @@ TurnId = Annotated[
 ]
 
 
+REF_WORDS = (
+    "A ref: draft (now), production, release, dp_… (a deployment), cs_…/rs_… (right after that "
+    "set) or rp_… (just before that point)."
+)
 SetId = Annotated[str, Field(description="The change set: cs_… (or rs_… to undo a restore).")]
 DryRun = Annotated[bool, Field(description="Only say what would be written.")]
 Reviewed = Annotated[
@@ -176,11 +204,12 @@ def _refuse_unstorable(values: tuple[object, ...]) -> None:
                     raise InvalidInput(BAD_TEXT)
 
 
-def client_tool_name(ctx: Context | None) -> str:
-    """``mcp:<client name>`` from the client's ``initialize`` clientInfo, made safe to store."""
-    name = ""
+def client_tool_name(ctx: Context | None, given: str | None = None) -> str:
+    """``mcp:<client name>`` from the client's ``initialize`` clientInfo (or ``given``: the name
+    a remote session sent when it began), made safe to store."""
+    name = given or ""
     try:
-        params = ctx.session.client_params if ctx is not None else None
+        params = ctx.session.client_params if ctx is not None and given is None else None
         if params is not None and params.client_info is not None:
             name = params.client_info.name or ""
     except (ValueError, AttributeError):
@@ -201,9 +230,64 @@ def _may(authorise: Callable[..., tuple[services.Actor, Any]], action: str) -> b
     return actor.may(action, app)
 
 
-def build_server(app_slug: str, token: str) -> MCPServer:
-    """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call."""
-    session_run_id = f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
+def new_run_id() -> str:
+    """A session's own run id: its writes form one change set."""
+    return f"mcp-{ids.base36(ids.now_ms())}-{ids.random_suffix()}"
+
+
+def output_schema(*shapes_: type[BaseModel]) -> dict[str, Any]:
+    """A tool's ``outputSchema``: the JSON schema of the API's shape(s) of its answer (one of
+    them, when a tool answers one of several)."""
+    if len(shapes_) == 1:
+        return shapes_[0].model_json_schema(by_alias=True)
+    union = TypeAdapter(shapes_[0] | shapes_[1]).json_schema(by_alias=True)  # type: ignore[operator,arg-type]
+    return {"type": "object", **union}
+
+
+@functools.cache
+def output_schemas() -> dict[str, dict[str, Any]]:
+    """Every tool's ``outputSchema``, from the API's schemas (docs/api.md#mcp-tools)."""
+    receipt = output_schema(shapes.RestoreReceiptOut)
+    write = output_schema(shapes.WriteReceiptOut)
+    moved = output_schema(shapes.PromotionReceiptOut)
+    return {
+        "list_artifacts": output_schema(shapes.ArtifactList),
+        "read_artifact": output_schema(shapes.ArtifactOut, shapes.ArtifactAtOut),
+        "write_artifact": write,
+        "edit_artifact": write,
+        "delete_artifact": write,
+        "list_change_sets": output_schema(shapes.ChangeSetPage, shapes.ChangeSetDetail),
+        "describe_change_set": output_schema(shapes.DescribedOut),
+        "artifact_history": output_schema(shapes.ArtifactHistory),
+        "diff_change_set": output_schema(shapes.DiffOut),
+        "restore_change_set": receipt,
+        "revert_change_set": receipt,
+        "restore_point": receipt,
+        "restore_to_release": receipt,
+        "list_deployments": output_schema(shapes.DeploymentPage),
+        "list_reviews": output_schema(shapes.SetReviewsOut),
+        "reply_to_comment": output_schema(shapes.ReplyOut),
+        "promote": moved,
+        "rollback_production": moved,
+        "compare": output_schema(shapes.CompareDiffOut),
+        "whoami": output_schema(shapes.MeOut),
+    }
+
+
+def build_server(
+    app_slug: str,
+    token: str,
+    *,
+    run_id: str | None = None,
+    client_name: str | None = None,
+    remote: bool = False,
+) -> MCPServer:
+    """The MCP server for app ``app_slug``, acting with ``token``; both are checked on each call.
+
+    ``run_id`` and ``client_name``: the session's, when it outlives this server (a remote
+    session is served request by request, docs/operations.md#remote-mcp); ``remote``: served
+    over HTTP, where each request says where the client acts from (for the audit trail)."""
+    session_run_id = run_id or new_run_id()
 
     def session_run(run_id: str | None, turn_id: str | None) -> str | None:
         """The run a write joins: the client's, else the session's unless it names its turn."""
@@ -213,6 +297,8 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         """The token's actor (checked on every call: revoking it stops the session) and the
         app, as the services let it reach it."""
         actor = services.authenticate_token(token)
+        if remote:
+            actor.meta = REMOTE_META.get() or {}
         return actor, services.app_for(app_slug, actor=actor, action=action)
 
     def call(func: Callable[[], dict[str, Any]], *texts: object) -> CallToolResult:
@@ -227,6 +313,13 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         except VersionsError as exc:
             return _result(_error_data(exc), error=True)
         finally:
+            done()
+
+    def done() -> None:
+        """Over HTTP the SDK's worker threads outlive the request: close their connections."""
+        if remote:
+            connections.close_all()
+        else:
             close_old_connections()
 
     server = MCPServer(
@@ -259,7 +352,8 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             str | None,
             Field(
                 description=(
-                    "Read it at a ref: draft (now), cs_…/rs_… (right after that set), rp_… "
+                    "Read it at a ref: draft (now), production (what production serves), "
+                    "release, dp_… (a deployment), cs_…/rs_… (right after that set), rp_… "
                     "(just before that point)."
                 )
             ),
@@ -273,7 +367,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
             services.validate_collection(collection)
             services.validate_name(name)
             if at is not None:
-                return selectors.artifact_at(app, collection, name, at)
+                return selectors.artifact_at(app, collection, name, selectors.named_ref(app, at))
             return selectors.read_artifact(app, collection, name)
 
         return call(body, collection, name, at)
@@ -286,16 +380,23 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         mime_type="text/plain",
     )
     def artifact_resource(slug: str, collection: str, name: str) -> str:
+        uri = RESOURCE_TEMPLATE.format(slug=slug, collection=collection, name=name)
         close_old_connections()
         try:
+            _refuse_unstorable((slug, collection, name))
             _actor, app = authorise()
             if slug != app.slug:
-                raise InvalidInput(f"This server serves app “{app.slug}” only, not “{slug}”.")
+                # Another app's slug and a missing one answer alike (docs/api.md#existence).
+                raise NotFound(NO_SUCH_APP.format(slug=slug))
             services.validate_collection(collection)
             services.validate_name(name)
             return str(selectors.read_artifact(app, collection, name)["source"])
+        except NotFound as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, exc.message, {"uri": uri}) from None
+        except VersionsError as exc:
+            raise MCPError(INVALID_PARAMS, exc.message, {"uri": uri, "error": exc.code}) from None
         finally:
-            close_old_connections()
+            done()
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -315,7 +416,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     ) -> CallToolResult:
         """Write an artifact's whole source. Its previous state is captured as a restore point
         first. Refused, with the current sha256, if expected_sha256 is stale."""
-        tool = client_tool_name(ctx)
+        tool = client_tool_name(ctx, client_name)
 
         def body() -> dict[str, Any]:
             actor, app = authorise(WRITE)
@@ -353,7 +454,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
     ) -> CallToolResult:
         """Replace one exact, unique piece of an artifact's source (old_text → new_text),
         captured like any write. Refused in words when old_text is missing or not unique."""
-        tool = client_tool_name(ctx)
+        tool = client_tool_name(ctx, client_name)
 
         def body() -> dict[str, Any]:
             actor, app = authorise(WRITE)
@@ -387,7 +488,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         addresses: Addresses = None,
     ) -> CallToolResult:
         """Delete an artifact: it becomes a tombstone behind a restore point (restorable)."""
-        tool = client_tool_name(ctx)
+        tool = client_tool_name(ctx, client_name)
 
         def body() -> dict[str, Any]:
             actor, app = authorise(WRITE)
@@ -470,17 +571,38 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         set_id: Annotated[
             str | None, Field(description="Give an id to get that one set with its points.")
         ] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, le=200, description="A keyset page of this many sets.")
+        ] = None,
+        cursor: Annotated[
+            str | None, Field(description="The next_cursor of the answer before, unchanged.")
+        ] = None,
+        run_id: Annotated[str | None, Field(description="Only this run's sets.")] = None,
+        turn_id: Annotated[str | None, Field(description="Only this turn's sets.")] = None,
+        written_by: Annotated[
+            str | None, Field(description="Only sets with a point this principal wrote.")
+        ] = None,
     ) -> CallToolResult:
         """The app's change sets, newest first (one per agent turn or MCP session), or one set
-        with its restore points when set_id is given."""
+        with its restore points when set_id is given. Filter by run, turn or writer; page by
+        limit and cursor (keyset: writes between pages never repeat or skip a set)."""
 
         def body() -> dict[str, Any]:
             actor, app = authorise()
             if set_id:
                 return selectors.change_set_detail(selectors.change_set_row(app, set_id))
-            return selectors.list_change_sets(app, page=page, per_page=per_page)
+            return selectors.list_change_sets(
+                app,
+                page=page,
+                per_page=per_page,
+                cursor=cursor,
+                limit=limit,
+                run_id=run_id,
+                turn_id=turn_id,
+                written_by=written_by,
+            )
 
-        return call(body, set_id)
+        return call(body, set_id, cursor, run_id, turn_id, written_by)
 
     def restore_tool(kind: str, set_id: str, dry_run: bool, expected: Any) -> CallToolResult:
         """One restore flow for every restore tool (docs/architecture.md#restore-flow)."""
@@ -510,6 +632,74 @@ def build_server(app_slug: str, token: str) -> MCPServer:
         sets made to the same artifacts (a three-way merge, like git revert). Overlapping
         later changes are a conflict: nothing is written. Returns the receipt (kind revert)."""
         return restore_tool(REVERT, set_id, dry_run, expected)
+
+    @server.tool(annotations=changes_app)
+    def restore_point(
+        point_id: Annotated[str, Field(description="The restore point: rp_….")],
+        dry_run: DryRun = False,
+        expected_sha256: Annotated[
+            str | None,
+            Field(description='The artifact\'s sha256 you reviewed as now ("" for absent).'),
+        ] = None,
+    ) -> CallToolResult:
+        """Restore one artifact to its state just before this point's write, behind a
+        counter-point (so it can be undone). Returns the receipt."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            expected = None
+            if expected_sha256 is not None:
+                point = services.point_for(point_id, actor=actor)
+                expected = {(point.artifact.collection, point.artifact.name): expected_sha256}
+            receipt = services.run_restore(
+                POINT, point_id, actor=actor, app=app, dry_run=dry_run, expected=expected
+            )
+            return receipt.as_dict()
+
+        return call(body, point_id, expected_sha256)
+
+    @server.tool(annotations=changes_app)
+    def restore_to_release(dry_run: DryRun = False, expected: Reviewed = None) -> CallToolResult:
+        """Restore to release: every artifact changed since the release set back to its state
+        right after it, behind counter-points. Returns the receipt."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            receipt = services.run_restore(
+                RELEASE, None, actor=actor, app=app, dry_run=dry_run, expected=expected
+            )
+            return receipt.as_dict()
+
+        return call(body, expected)
+
+    @server.tool(annotations=read_only)
+    def compare(
+        base: Annotated[str, Field(description=REF_WORDS)],
+        head: Annotated[str, Field(description=REF_WORDS)] = "draft",
+        diff: Annotated[bool, Field(description="Also the unified diff text.")] = False,
+    ) -> CallToolResult:
+        """What differs from one state of the app to another: per artifact its change, both
+        hashes and the lines added and removed (and, with diff, the unified diff text)."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            answer = selectors.comparison(app, base, head)
+            if diff:
+                answer["diff"] = selectors.comparison_diff(app, base, head)
+            return answer
+
+        return call(body, base, head)
+
+    @server.tool(annotations=read_only)
+    def whoami() -> CallToolResult:
+        """Who this session acts as: the token's user, its apps and what it may do there, when
+        it expires and was last used, and the app this session serves."""
+
+        def body() -> dict[str, Any]:
+            actor, app = authorise()
+            return selectors.whoami(actor, app)
+
+        return call(body)
 
     @server.tool(annotations=read_only)
     def list_deployments() -> CallToolResult:
@@ -577,9 +767,28 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
             return call(body, ref, note, expected)
 
+        @server.tool(annotations=changes_app)
+        def rollback_production(
+            to: Annotated[
+                str | None,
+                Field(description="The deployment to serve again: dp_… (default the one before)."),
+            ] = None,
+            note: Annotated[str, Field(description="Why, for the history.", max_length=500)] = "",
+        ) -> CallToolResult:
+            """Instant rollback: point production at an earlier deployment (default the one it
+            served before). Nothing is copied; the history records who, when and why. Returns
+            the receipt."""
+
+            def body() -> dict[str, Any]:
+                actor, app = authorise()
+                return services.rollback_production(app, actor=actor, to=to, note=note).as_dict()
+
+            return call(body, to, note)
+
+    schemas = output_schemas()
     for tool in server._tool_manager._tools.values():
         tool.title = TITLES.get(tool.name, tool.title)
-        tool.fn_metadata.output_schema = OUTPUT_SCHEMA
+        tool.fn_metadata.output_schema = copy.deepcopy(schemas[tool.name])
 
     # Strict arguments (docs/api.md#strict-inputs), for every tool: a name a tool does not take
     # is a tool error in the API's words, never silently dropped (a misspelt expected_sha256
@@ -595,3 +804,227 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
     server.call_tool = call_tool_strictly  # type: ignore[method-assign]
     return server
+
+
+# --- remote MCP: Streamable HTTP at /mcp/ (docs/operations.md#remote-mcp) ---------------------
+
+SESSION_HEADER = "Mcp-Session-Id"
+# Where the current remote request comes from (address, user agent), for the audit trail; the
+# SDK runs tools in worker threads, which see the request's context.
+REMOTE_META: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "remote_meta", default=None
+)
+# Built servers kept per session (building one registers every tool: tens of milliseconds).
+REMOTE_SERVERS = 128
+SESSION_SALT = "versions.mcp.session"
+# A remote session lasts as long as a working day can, and a little more.
+SESSION_MAX_AGE = 7 * 24 * 3600
+REMOTE_NO_TOKEN = (
+    "Remote MCP needs an agent token: send Authorization: Bearer <token> "
+    "(python manage.py create_agent_token)."
+)
+REMOTE_TOKEN_REFUSED = (
+    "This token is not valid (unknown, revoked or expired, or its user is inactive)."
+)
+REMOTE_WHICH_APP = (
+    "This token reaches {count} apps: name the one this session serves, as /mcp/?app=<slug> "
+    "({slugs})."
+)
+REMOTE_NO_APPS = "This token reaches no app: make one scoped to the app (create_agent_token --app)."
+REMOTE_SESSION_UNKNOWN = (
+    "There is no MCP session “{session}” for this token: start a new one (initialize)."
+)
+REMOTE_TOO_LARGE = "This MCP message is larger than the server accepts. Nothing was done."
+REMOTE_METHODS = (
+    "/mcp/ takes POST (MCP messages) and DELETE (end a session); it sends no SSE stream."
+)
+
+
+def _problem(status: int, code: str, message: str, **headers: str) -> HttpResponse:
+    """An RFC 9457 problem, like every error of the agent API (docs/api.md#errors)."""
+    body = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": message,
+        "error": code,
+        "message": message,
+    }
+    response = HttpResponse(
+        json.dumps(body, ensure_ascii=False),
+        status=status,
+        content_type="application/problem+json",
+    )
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    return credentials.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _fingerprint(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def _initialize_params(body: bytes) -> dict[str, Any] | None:
+    """The params of an ``initialize`` request (None for any other message)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(message, dict) and message.get("method") == "initialize":
+        params = message.get("params")
+        return params if isinstance(params, dict) else {}
+    return None
+
+
+def _session_of(header: str, token: str, slug: str) -> dict[str, str] | None:
+    """The run id and client name a session id carries, if this server signed it for this
+    token and app."""
+    try:
+        data = signing.loads(header, salt=SESSION_SALT, max_age=SESSION_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not isinstance(data, dict) or data.get("t") != _fingerprint(token) or data.get("a") != slug:
+        return None
+    return data
+
+
+def _app_slug(request: HttpRequest, actor: services.Actor) -> str | HttpResponse:
+    """The app the session serves: ``?app=``, or the token's only app."""
+    asked = request.GET.get("app")
+    if asked:
+        return asked
+    slugs = [a["slug"] for a in selectors.whoami(actor)["apps"]]
+    if len(slugs) == 1:
+        return slugs[0]
+    if not slugs:
+        return _problem(404, "not_found", REMOTE_NO_APPS)
+    return _problem(
+        400,
+        "invalid_input",
+        REMOTE_WHICH_APP.format(count=len(slugs), slugs=", ".join(slugs[:20])),
+    )
+
+
+@functools.lru_cache(maxsize=REMOTE_SERVERS)
+def _remote_server(slug: str, token: str, run_id: str, client: str, may_promote: bool) -> MCPServer:
+    """The server of one remote session (``may_promote``: whether its token may promote now,
+    so a change of that lists or hides the promotion tools at the next request)."""
+    return build_server(slug, token, run_id=run_id, client_name=client or None, remote=True)
+
+
+async def _serve_one(server: MCPServer, scope: dict[str, Any], body: bytes) -> HttpResponse:
+    """One MCP message over the SDK's Streamable HTTP transport, stateless, answered as JSON."""
+    manager = StreamableHTTPSessionManager(
+        app=server._lowlevel_server, json_response=True, stateless=True
+    )
+    answer: dict[str, Any] = {"status": 500, "headers": [], "body": []}
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        return {"type": "http.disconnect"}  # never reached
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = message.get("headers", [])
+        elif message["type"] == "http.response.body":
+            answer["body"].append(message.get("body", b""))
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+    response = HttpResponse(b"".join(answer["body"]), status=answer["status"])
+    for name, value in answer["headers"]:
+        key = name.decode("latin-1")
+        if key.lower() not in ("content-length", "mcp-session-id"):
+            response[key] = value.decode("latin-1")
+    return response
+
+
+def _scope(request: HttpRequest, body: bytes) -> dict[str, Any]:
+    """The ASGI scope of this Django request, for the SDK's transport."""
+    headers = [
+        (key.lower().encode("latin-1"), value.encode("latin-1", "replace"))
+        for key, value in request.headers.items()
+        if key.lower() not in ("content-length", SESSION_HEADER.lower())
+    ]
+    headers.append((b"content-length", str(len(body)).encode()))
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "server": (request.get_host().split(":")[0], int(request.get_port() or 80)),
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
+    }
+
+
+@csrf_exempt
+def http_endpoint(request: HttpRequest) -> HttpResponse:
+    """Remote MCP (docs/operations.md#remote-mcp): the same tools as ``mcp_server`` over MCP's
+    Streamable HTTP transport, with the bearer token of the API (same scope and permissions).
+
+    Every request is served on its own (any worker of any server may take it), so a session is
+    a signed ``Mcp-Session-Id`` that carries its run id and client name: its writes form one
+    change set and say which client wrote them, as over stdio."""
+    token = _bearer(request)
+    if token is None:
+        return _problem(401, "unauthorized", REMOTE_NO_TOKEN, WWW_Authenticate="Bearer")
+    meta = request_meta(request)
+    row = services.verify_token(token, request_meta=meta)
+    if row is None:
+        return _problem(401, "unauthorized", REMOTE_TOKEN_REFUSED, WWW_Authenticate="Bearer")
+    actor = services.actor_for_token(row)
+    slug = _app_slug(request, actor)
+    if isinstance(slug, HttpResponse):
+        return slug
+    try:
+        app = services.app_for(slug, actor=actor)
+    except VersionsError as exc:
+        return _problem(404, "not_found", exc.message)
+    if request.method == "DELETE":
+        return HttpResponse(status=204)  # the server holds nothing of a session to drop
+    if request.method != "POST":
+        return _problem(405, "method_not_allowed", REMOTE_METHODS, Allow="POST, DELETE")
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _problem(413, "too_large", REMOTE_TOO_LARGE)
+    header = request.headers.get(SESSION_HEADER)
+    started = _initialize_params(body)
+    if header:
+        session = _session_of(header, token, slug)
+        if session is None:
+            return _problem(404, "not_found", REMOTE_SESSION_UNKNOWN.format(session=header[:80]))
+    elif started is not None:
+        client = started.get("clientInfo")
+        name = client.get("name") if isinstance(client, dict) else None
+        session = {
+            "r": new_run_id(),
+            "c": name[:150] if isinstance(name, str) else "",
+            "t": _fingerprint(token),
+            "a": slug,
+        }
+    else:
+        session = {"r": new_run_id(), "c": ""}  # a client without a session: one request's own
+    server = _remote_server(slug, token, session["r"], session["c"], actor.may(PROMOTE, app))
+    REMOTE_META.set(meta)
+    response = async_to_sync(_serve_one)(server, _scope(request, body), body)
+    if started is not None and not header and response.status_code == 200:
+        response[SESSION_HEADER] = signing.dumps(session, salt=SESSION_SALT, compress=True)
+    return response

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from versions import mcp
 from versions.api import api, api_home, no_such_endpoint
 from versions.views.signin import SignInView
 
@@ -15,6 +16,8 @@ urlpatterns = [
     path("api/v1/", api.urls),
     # Anything else under the API answers in the API's JSON error format, not an HTML page.
     re_path(r"^api/v1/(?P<rest>[\s\S]*)\Z", no_such_endpoint),
+    # Remote MCP over Streamable HTTP, with the API's bearer token (docs/operations.md#remote-mcp).
+    re_path(r"^mcp/?\Z", mcp.http_endpoint, name="mcp"),
     path("", include("versions.urls")),
     # The live app, after the panel (which owns /apps/<slug>/versions/…).
     path("apps/<slug:slug>/", include("versions.live_urls")),

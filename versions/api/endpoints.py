@@ -28,25 +28,36 @@ from versions import selectors, services
 from versions.api.errors import ApiError, install, problem, problem_body
 from versions.api.schemas import (
     ERRORS,
+    WRITER_SET_ID_PATTERN,
     ArtifactAtOut,
     ArtifactHistory,
     ArtifactList,
     ArtifactOut,
+    ArtifactsQuery,
     AtQuery,
     ChangeSetDetail,
     ChangeSetPage,
+    CompareOut,
     DeleteQuery,
+    DeploymentPage,
     DescribedOut,
     DescribeIn,
     HistoryQuery,
+    KeysetQuery,
+    MeOut,
     PageQuery,
     PointDetail,
     PromoteIn,
+    PromotionReceiptOut,
     ReplyIn,
+    ReplyOut,
     RestorePointIn,
     RestoreReceiptOut,
     RestoreSetIn,
+    ReviewPage,
+    ReviewsQuery,
     RollbackIn,
+    SetReviewsOut,
     WriteIn,
     WriteReceiptOut,
     known_fields,
@@ -133,14 +144,24 @@ class _VersionsApi(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(*args, **kwargs)
         path_rules = path_parameter_rules()
-        for operations in schema.get("paths", {}).values():
-            for operation in operations.values():
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                if method == "head":
+                    # A HEAD shares its GET's function: its own operationId, as ids are unique.
+                    operation["operationId"] += "_head"
+                for status, links in _links(path, method).items():
+                    answers = operation.get("responses", {})
+                    answer = answers.get(status) or answers.get(int(status))
+                    if answer is not None:
+                        answer["links"] = links
                 for parameter in operation.get("parameters") or ():
                     if parameter.get("in") == "path" and parameter["name"] in path_rules:
                         parameter["schema"] = {
                             "title": parameter["schema"].get("title", parameter["name"]),
                             **path_rules[parameter["name"]],
                         }
+                        if path.endswith("/revert") and parameter["name"] == "set_id":
+                            parameter["schema"]["pattern"] = WRITER_SET_ID_PATTERN
                 for status, answer in (operation.get("responses") or {}).items():
                     content = answer.get("content") or {}
                     if str(status).startswith(("4", "5")) and "application/json" in content:
@@ -148,6 +169,97 @@ class _VersionsApi(NinjaAPI):
                     if str(status) in ERROR_MEANINGS:
                         answer["description"] = ERROR_MEANINGS[str(status)]
         return schema
+
+
+_PREFIX = "/api/v1"
+
+
+def _to(path: str, method: str, **parameters: str) -> dict[str, Any]:
+    """An OpenAPI link to ``method path`` with ``parameters`` from the answer (an operationRef:
+    GET and HEAD share a function)."""
+    pointer = (_PREFIX + path).replace("~", "~0").replace("/", "~1")
+    return {"operationRef": f"#/paths/{pointer}/{method}", "parameters": parameters}
+
+
+def _set_links(expression: str) -> dict[str, Any]:
+    """Links from a change set id in an answer to what can be done with it."""
+    set_id = {"set_id": expression}
+    return {
+        "GetChangeSet": _to("/change-sets/{set_id}", "get", **set_id),
+        "DescribeChangeSet": _to("/change-sets/{set_id}", "patch", **set_id),
+        "GetChangeSetDiff": _to("/change-sets/{set_id}/diff", "get", **set_id),
+        "GetChangeSetReviews": _to("/change-sets/{set_id}/reviews", "get", **set_id),
+        "RestoreChangeSet": _to("/change-sets/{set_id}/restore", "post", **set_id),
+        "RevertChangeSet": _to("/change-sets/{set_id}/revert", "post", **set_id),
+    }
+
+
+def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
+    """The OpenAPI links of an operation's answers (by status), so that the ids one answer
+    gives flow into the operations that take them (docs/api.md#fuzzing)."""
+    path = path.removeprefix(_PREFIX)
+    point = {"point_id": "$response.body#/restorePointId"}
+    write = {
+        **_set_links("$response.body#/changeSetId"),
+        "GetRestorePoint": _to("/restore-points/{point_id}", "get", **point),
+        "RestorePoint": _to("/restore-points/{point_id}/restore", "post", **point),
+    }
+    # A restore set is restored again to undo it, never reverted (400 in words).
+    restored = {
+        **{k: v for k, v in _set_links("$response.body#/setId").items() if k != "RevertChangeSet"},
+        "GetRestoreReceipt": _to(
+            "/restore-sets/{set_id}/receipt", "get", set_id="$response.body#/setId"
+        ),
+    }
+    app = {"slug": "$response.body#/apps/0/slug"}
+    here = {"slug": "$request.path.slug"}
+    first_point = {"point_id": "$response.body#/items/0/id"}
+    by_operation: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+        # Who the token is → its first app's lists (an agent's first calls).
+        ("/me", "get"): {
+            "200": {
+                "ListArtifacts": _to("/apps/{slug}/artifacts", "get", **app),
+                "ListChangeSets": _to("/apps/{slug}/change-sets", "get", **app),
+                "ListDeployments": _to("/apps/{slug}/deployments", "get", **app),
+                "ListReviews": _to("/apps/{slug}/reviews", "get", **app),
+            }
+        },
+        ("/apps/{slug}/artifacts", "get"): {
+            "200": {
+                "ReadArtifact": _to(
+                    "/apps/{slug}/artifacts/{collection}/{name}",
+                    "get",
+                    **here,
+                    collection="$response.body#/artifacts/0/collection",
+                    name="$response.body#/artifacts/0/name",
+                ),
+                "ArtifactHistory": _to(
+                    "/apps/{slug}/artifacts/{collection}/{name}/history",
+                    "get",
+                    **here,
+                    collection="$response.body#/artifacts/0/collection",
+                    name="$response.body#/artifacts/0/name",
+                ),
+            }
+        },
+        ("/apps/{slug}/artifacts/{collection}/{name}/history", "get"): {
+            "200": {
+                "GetRestorePoint": _to("/restore-points/{point_id}", "get", **first_point),
+                "RestorePoint": _to("/restore-points/{point_id}/restore", "post", **first_point),
+                "GetChangeSet": _to(
+                    "/change-sets/{set_id}", "get", set_id="$response.body#/items/0/change_set"
+                ),
+            }
+        },
+        ("/apps/{slug}/artifacts/{collection}/{name}", "put"): {"200": write, "201": write},
+        ("/apps/{slug}/artifacts/{collection}/{name}", "delete"): {"200": write},
+        ("/apps/{slug}/change-sets", "get"): {"200": _set_links("$response.body#/items/0/id")},
+        ("/change-sets/{set_id}/restore", "post"): {"200": restored},
+        ("/change-sets/{set_id}/revert", "post"): {"200": restored},
+        ("/restore-points/{point_id}/restore", "post"): {"200": restored},
+        ("/apps/{slug}/restore-to-release", "post"): {"200": restored},
+    }
+    return by_operation.get((path, method), {})
 
 
 api = _VersionsApi(
@@ -239,15 +351,17 @@ def _none_match(header: str | None, current: str | None) -> bool:
     ["GET", "HEAD"],
     "/apps/{slug}/artifacts",
     response={200: ArtifactList, **ERRORS},
-    summary="List an app's artifacts",
+    summary="List an app's artifacts (all, or a keyset page with limit and cursor)",
     tags=["artifacts"],
 )
-def get_artifacts(request: HttpRequest, slug: str, include_deleted: bool = False) -> Any:
+def get_artifacts(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[ArtifactsQuery]
+) -> Any:
     app = services.app_for(slug, actor=_actor(request))
-    return {
-        "app": app.slug,
-        "artifacts": selectors.list_artifacts(app, include_deleted=include_deleted),
-    }
+    page = selectors.artifact_page(
+        app, include_deleted=params.include_deleted, cursor=params.cursor, limit=params.limit
+    )
+    return _linked(request, response, page)
 
 
 def _validate_target(collection: str, name: str) -> None:
@@ -281,7 +395,7 @@ def get_artifact(
     app = services.app_for(slug, actor=_actor(request))
     _validate_target(collection, name)
     if params.at is not None:
-        data = selectors.artifact_at(app, collection, name, params.at)
+        data = selectors.artifact_at(app, collection, name, selectors.named_ref(app, params.at))
     else:
         data = selectors.read_artifact(app, collection, name)
     if _none_match(request.headers.get("If-None-Match"), data["sha256"]):
@@ -593,7 +707,7 @@ def get_change_set_diff(
 @api.api_operation(
     ["GET", "HEAD"],
     "/change-sets/{set_id}/reviews",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: SetReviewsOut, **ERRORS},
     summary="A change set's review state, its reviews and its line comment threads (anchors)",
     tags=["change sets", "reviews"],
 )
@@ -603,7 +717,7 @@ def get_change_set_reviews(request: HttpRequest, set_id: str) -> Any:
 
 @api.post(
     "/comments/{comment_id}/replies",
-    response={201: dict[str, Any], **ERRORS},
+    response={201: ReplyOut, **ERRORS},
     summary="Reply to a line comment's thread (marked as the agent's)",
     tags=["reviews"],
 )
@@ -722,19 +836,25 @@ _NO_BODY_ROLLBACK = RollbackIn(to=None, note="")
 
 @api.get(
     "/apps/{slug}/deployments",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: DeploymentPage, **ERRORS},
     summary="The app's production deployment, its deployments and the history of production",
     tags=["production"],
+    by_alias=True,
 )
-def get_deployments(request: HttpRequest, slug: str) -> Any:
-    return selectors.production_overview(services.app_for(slug, actor=_actor(request)))
+def get_deployments(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[KeysetQuery]
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    page = selectors.deployment_page(app, cursor=params.cursor, limit=params.limit)
+    return _linked(request, response, page)
 
 
 @api.post(
     "/apps/{slug}/deployments",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: PromotionReceiptOut, **ERRORS},
     summary="Promote a state (default the draft) to production, or a dry run",
     tags=["production"],
+    by_alias=True,
 )
 def post_deployment(request: HttpRequest, slug: str, body: PromoteIn = _NO_BODY_PROMOTE) -> Any:
     receipt = services.promote(
@@ -759,13 +879,79 @@ def _moved(request: HttpRequest, slug: str, receipt: Any) -> HttpResponse:
 
 @api.post(
     "/apps/{slug}/production/rollback",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: PromotionReceiptOut, **ERRORS},
     summary="Instant rollback: point production at an earlier deployment",
     tags=["production"],
+    by_alias=True,
 )
 def post_rollback(request: HttpRequest, slug: str, body: RollbackIn = _NO_BODY_ROLLBACK) -> Any:
     receipt = services.rollback_production(slug, actor=_actor(request), to=body.to, note=body.note)
     return _moved(request, slug, receipt)
+
+
+# --- reviews, compare, me -------------------------------------------------------------------
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/apps/{slug}/reviews",
+    response={200: ReviewPage, **ERRORS},
+    summary="The reviews people gave the app's change sets, newest first (keyset pages)",
+    tags=["reviews"],
+)
+def get_reviews(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[ReviewsQuery]
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    page = selectors.review_page(
+        app, cursor=params.cursor, limit=params.limit, verdict=params.verdict
+    )
+    return _linked(request, response, page)
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/apps/{slug}/compare/{refs}",
+    response={200: CompareOut, **ERRORS},
+    summary="Compare two refs (base...head): the files that differ with line counts, or a diff",
+    tags=["history"],
+    by_alias=True,
+    openapi_extra={
+        "responses": {
+            200: {
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/CompareOut"}},
+                    "text/x-diff": {"schema": {"type": "string"}},
+                }
+            }
+        }
+    },
+)
+def get_compare(request: HttpRequest, slug: str, refs: str) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    base, head = selectors.split_compare(refs)
+    if _wants_diff(request):
+        return HttpResponse(
+            selectors.comparison_diff(app, base, head), content_type=DIFF_MEDIA_TYPE
+        )
+    return selectors.comparison(app, base, head)
+
+
+def _wants_diff(request: HttpRequest) -> bool:
+    """Whether the client asked for ``text/x-diff`` rather than JSON (``Accept``)."""
+    accept = request.headers.get("Accept", "")
+    return "text/x-diff" in accept and "application/json" not in accept
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/me",
+    response={200: MeOut, **ERRORS},
+    summary="Who this token is: its user, its apps and what it may do there, expiry, last use",
+    tags=["agents"],
+)
+def get_me(request: HttpRequest) -> Any:
+    return selectors.whoami(_actor(request))
 
 
 # --- outside the routes ---------------------------------------------------------------------

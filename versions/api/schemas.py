@@ -6,11 +6,11 @@ import functools
 import re
 import unicodedata
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Schema
 from ninja.schema import DjangoGetter
-from pydantic import field_validator, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
 from versions.models import COLLECTIONS
 from versions.strict import refuse_unknown
@@ -21,6 +21,9 @@ ID_MAX = 200
 MESSAGE_MAX = 2000
 NAME_MAX = 200
 NOTE_MAX = 500
+NEXT_CURSOR_DESCRIPTION = (
+    "Pass it as cursor for the next page (also in the Link header, rel=next); null on the last."
+)
 
 # What the OpenAPI document states of each value: the same rules the services check and answer
 # in words (400 with the field; 404 for an id or slug of the wrong form, which names nothing).
@@ -32,10 +35,16 @@ SHA256_DESCRIPTION = (
 )
 SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
 SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
+# Revert this set takes back what a writer did: a restore set (rs_…) is undone by restoring it.
+WRITER_SET_ID_PATTERN = r"^cs_rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 COMMENT_ID_PATTERN = r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$"
 DEPLOYMENT_ID_PATTERN = r"^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
-REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
+REF_BODY = r"(draft|production|release|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})"
+REF_PATTERN = f"^{REF_BODY}$"
+# What a promotion ships: a ref of a state, not the release mark.
+PROMOTE_REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
+COMPARE_PATTERN = f"^{REF_BODY}\\.\\.\\.{REF_BODY}$"
 REF_MAX = 64
 # An expected hash of a restore or promotion: hex, compared with the current sha256 (any case);
 # "" for "absent", anything else simply is not the current hash (a finding: 409).
@@ -156,6 +165,7 @@ def path_parameter_rules() -> dict[str, dict[str, Any]]:
         "set_id": {"type": "string", "pattern": SET_ID_PATTERN},
         "point_id": {"type": "string", "pattern": POINT_ID_PATTERN},
         "comment_id": {"type": "string", "pattern": COMMENT_ID_PATTERN},
+        "refs": {"type": "string", "pattern": COMPARE_PATTERN, "maxLength": 2 * REF_MAX + 3},
     }
 
 
@@ -180,6 +190,9 @@ NOT_A_SHA256 = (
 )
 NOT_AN_OBJECT = "The body must be a JSON object ({...}); send {} for the defaults."
 BAD_TEXT = "{field} must not contain NUL characters or unpaired surrogates."
+BAD_FILTER = "{field} must not contain control characters: no id or principal has one."
+NOT_A_DATE_TIME = "since is a date and time in ISO 8601, e.g. 2026-12-03T09:00:00Z."
+LONG_FILTER = "{field} is at most {max} characters: no id or principal is longer."
 
 
 def _sha256_form(value: str | None) -> str | None:
@@ -201,7 +214,10 @@ def _clean_text(value: str | None, field: str) -> str | None:
 
 class _JsonObject(Schema):
     """A request body: a JSON object. (django-ninja would read any other JSON value, such as
-    ``[null]`` or ``5``, as an object of defaults.)"""
+    ``[null]`` or ``5``, as an object of defaults.) Its document says it takes no other field
+    (``additionalProperties: false``), as it refuses them (docs/api.md#strict-inputs)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
@@ -279,6 +295,10 @@ class ArtifactSummary(Schema):
 class ArtifactList(Schema):
     app: str
     artifacts: list[ArtifactSummary]
+    next_cursor: str | None = Field(
+        None,
+        description=NEXT_CURSOR_DESCRIPTION + " (Without limit, every artifact: null.)",
+    )
 
 
 class ArtifactOut(ArtifactSummary):
@@ -390,11 +410,6 @@ class ChangeSetSummary(Schema):
             "(points 0) nothing of the set can be restored."
         )
     )
-
-
-NEXT_CURSOR_DESCRIPTION = (
-    "Pass it as cursor for the next page (also in the Link header, rel=next); null on the last."
-)
 
 
 class ChangeSetPage(Schema):
@@ -593,7 +608,22 @@ class PageQuery(_CursorQuery):
     @field_validator("run_id", "turn_id", "written_by")
     @classmethod
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
+        # As the document states (text_pattern): no control character either, so a filter
+        # that could name nothing is refused rather than answered with an empty page.
+        if value is not None and any(unicodedata.category(ch) == "Cc" for ch in value):
+            raise ValueError(BAD_FILTER.format(field=info.field_name))
+        if value is not None and len(value) > ID_MAX:
+            raise ValueError(LONG_FILTER.format(field=info.field_name, max=ID_MAX))
         return _clean_text(value, info.field_name)
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _a_date_time(cls, value: Any) -> Any:
+        # ISO 8601 date and time, as the document's format says (pydantic alone would also
+        # read a number of seconds, or a date without its time).
+        if isinstance(value, str) and not re.match(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d", value):
+            raise ValueError(NOT_A_DATE_TIME)
+        return value
 
     @field_validator("since")
     @classmethod
@@ -622,8 +652,9 @@ class AtQuery(Schema):
         None,
         json_schema_extra=_rules(pattern=REF_PATTERN, maxLength=REF_MAX),
         description=(
-            "Read the source at a ref: draft (now), production (what production serves), dp_… "
-            "(a deployment), cs_…/rs_… (right after that set), rp_… (just before that point)."
+            "Read the source at a ref: draft (now), production (what production serves), release "
+            "(right after the release set), dp_… (a deployment), cs_…/rs_… (right after that "
+            "set), rp_… (just before that point)."
         ),
     )
 
@@ -638,7 +669,9 @@ class PromoteIn(_JsonObject):
     a set, a point or a deployment; ``expected``: "collection/name" → the sha256 you reviewed in the
     state ``ref`` names (a dry run's ``changed[].to``; for the draft, its current hashes)."""
 
-    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
+    ref: str = Field(
+        "draft", max_length=REF_MAX, json_schema_extra={"pattern": PROMOTE_REF_PATTERN}
+    )
     note: str = Field(
         "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
     )
@@ -667,3 +700,251 @@ class RollbackIn(_JsonObject):
     @classmethod
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
         return _clean_text(value, info.field_name)
+
+
+# Output shapes keep keys a newer server adds (a client reads what it knows).
+_OPEN = ConfigDict(extra="allow")
+
+
+class KeysetQuery(Schema):
+    """A keyset page (docs/api.md#cursors): ``limit`` items after ``cursor``."""
+
+    limit: int | None = Field(None, ge=1, le=PER_PAGE_MAX, description=LIMIT_DESCRIPTION)
+    cursor: str | None = Field(
+        None, description=CURSOR_DESCRIPTION, json_schema_extra=_rules(pattern=CURSOR_PATTERN)
+    )
+
+    @field_validator("cursor")
+    @classmethod
+    def _a_cursor(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(CURSOR_PATTERN[1:-1], value):
+            raise ValueError(NOT_A_CURSOR)
+        return value
+
+
+class ArtifactsQuery(KeysetQuery):
+    """The app's artifacts: all (no limit), or a keyset page by collection and name."""
+
+    include_deleted: bool = Field(False, description="Tombstones too.")
+
+
+class ReviewsQuery(KeysetQuery):
+    """A page of an app's reviews, newest first."""
+
+    verdict: Literal["approve", "request_changes", "comment"] | None = Field(
+        None, description="Only reviews with this verdict."
+    )
+
+
+class DeploymentOut(Schema):
+    model_config = _OPEN
+    id: str
+    ref: str = Field(description="The ref it was promoted from (draft, cs_…, rp_…, dp_…).")
+    source_set: str | None
+    artifacts: int
+    created_by: str
+    created_on: str
+    note: str
+    is_production: bool
+
+
+class EventOut(Schema):
+    """One promotion or rollback: who, when, note, from → to."""
+
+    model_config = _OPEN
+
+    kind: str
+    from_: str | None = Field(alias="from")
+    to: str | None
+    by: str
+    on: str
+    note: str
+
+
+class DeploymentPage(Schema):
+    """The app's production, its deployments newest first, and the history of production."""
+
+    model_config = _OPEN
+
+    app: str
+    production: str | None = Field(description="The deployment production serves, or null.")
+    deployments: list[DeploymentOut]
+    history: list[EventOut] = Field(description="The newest promotions and rollbacks (50).")
+    next_cursor: str | None = Field(None, description=NEXT_CURSOR_DESCRIPTION)
+
+
+class ChangeOut(Schema):
+    model_config = _OPEN
+    name: str
+    collection: str
+    from_: str | None = Field(alias="from")
+    to: str | None
+
+
+class FindingOut(Schema):
+    model_config = _OPEN
+    name: str
+    collection: str
+    reason: str
+    pointId: str | None = None
+
+
+class PromotionReceiptOut(Schema):
+    """A promotion's or rollback's receipt (docs/api.md#receipts): kind promotion, rollback,
+    noop, dry_run or preflight_failed."""
+
+    model_config = _OPEN
+
+    kind: str
+    message: str | None = None
+    deploymentId: str | None = None
+    ref: str | None = None
+    previousDeployment: str | None = None
+    changed: list[ChangeOut] | None = None
+    unchanged: int | None = None
+    findings: list[FindingOut] | None = None
+    created_by: str | None = None
+    created_on: str | None = None
+    note: str | None = None
+
+
+class CommentOut(Schema):
+    model_config = _OPEN
+    id: str
+    author: str
+    byAgent: bool
+    body: str
+    created_on: str
+
+
+class ReplyOut(CommentOut):
+    thread: str | None = Field(description="The thread's first comment.")
+
+
+class AnchorOut(Schema):
+    model_config = _OPEN
+    collection: str | None
+    name: str | None
+    side: str
+    sha256: str | None
+    line: int | None
+    text: str | None
+
+
+class ThreadOut(Schema):
+    model_config = _OPEN
+    id: str
+    anchor: AnchorOut
+    resolved: bool
+    outdated: bool
+    comments: list[CommentOut]
+
+
+class ReviewOut(Schema):
+    model_config = _OPEN
+    id: str
+    author: str
+    verdict: str
+    body: str
+    created_on: str
+    points: list[str]
+    stale: bool = Field(description="Later writes joined the set since this review.")
+
+
+class SetReviewsOut(Schema):
+    """A change set's review state, its reviews and its line comment threads."""
+
+    model_config = _OPEN
+
+    changeSetId: str
+    status: str
+    reviews: list[ReviewOut]
+    threads: list[ThreadOut]
+
+
+class AppReviewOut(ReviewOut):
+    changeSetId: str
+
+
+class ReviewPage(Schema):
+    model_config = _OPEN
+    app: str
+    next_cursor: str | None = Field(description=NEXT_CURSOR_DESCRIPTION)
+    items: list[AppReviewOut]
+
+
+class DiffOut(Schema):
+    model_config = _OPEN
+    set_id: str
+    view: str
+    diff: str = Field(description="Unified diff text (diff -u).")
+
+
+class CompareFileOut(Schema):
+    model_config = _OPEN
+    collection: str
+    name: str
+    change: str = Field(description="added, removed, changed or unknown (a side not known).")
+    from_: str | None = Field(
+        alias="from", description='The base sha256 ("" absent; null unknown).'
+    )
+    to: str | None = Field(description='The head sha256 ("" absent; null unknown).')
+    lines_added: int | None
+    lines_removed: int | None
+    available: bool
+    reason: str | None = Field(description="Why a side is not known, in words.")
+
+
+class CompareOut(Schema):
+    """What differs from one ref to another (docs/api.md#compare)."""
+
+    model_config = _OPEN
+
+    app: str
+    base: str
+    head: str
+    base_label: str
+    head_label: str
+    files: list[CompareFileOut]
+    total_files: int
+    lines_added: int
+    lines_removed: int
+
+
+class CompareDiffOut(CompareOut):
+    """A comparison over MCP: with ``diff`` = true, its unified diff text too."""
+
+    diff: str | None = Field(None, description="Unified diff text, when asked for.")
+
+
+class MeTokenOut(Schema):
+    model_config = _OPEN
+    prefix: str
+    label: str
+    created_on: str
+    expires_on: str | None
+    last_used_on: str | None
+    can_promote: bool
+
+
+class MeAppOut(Schema):
+    model_config = _OPEN
+    slug: str
+    name: str
+    may: list[str] = Field(
+        description="What the token may do there: view, write, restore, promote."
+    )
+
+
+class MeOut(Schema):
+    """Who the token is (docs/api.md#me)."""
+
+    model_config = _OPEN
+
+    user: str
+    token: MeTokenOut
+    apps: list[MeAppOut]
+    app: str | None = Field(None, description="Over MCP: the app this session serves.")
+
+
+REVIEW_VERDICTS = ("approve", "request_changes", "comment")

@@ -14,6 +14,8 @@ check (``services.app_for``).
 - :mod:`~versions.selectors.members` — who has which role on an app;
 - :mod:`~versions.selectors.audit` — the audit trail: Activity, export, the chain's check;
 - :mod:`~versions.selectors.reading` — a person's comparison layout and Viewed marks;
+- :mod:`~versions.selectors.agent_lists` — keyset pages of artifacts, deployments and reviews,
+  comparisons of two refs, who a token is (docs/api.md#compare);
 - :mod:`~versions.selectors.paging` — keyset pages of newest-first lists (docs/api.md#cursors);
 - :mod:`~versions.selectors.webhooks` — an app's webhooks with their delivery logs, and a
   member's email choices;
@@ -32,6 +34,16 @@ from versions.selectors.agent import (
     list_change_sets,
     point_out,
     read_artifact,
+)
+from versions.selectors.agent_lists import (
+    artifact_page,
+    comparison,
+    comparison_diff,
+    deployment_page,
+    named_ref,
+    review_page,
+    split_compare,
+    whoami,
 )
 from versions.selectors.audit import (
     ACTIVITY_PER_PAGE,
@@ -180,6 +192,14 @@ __all__ = [
     "webhooks_of",
     "nest_restore_sets",
     "restore_words",
+    "artifact_page",
+    "comparison",
+    "comparison_diff",
+    "deployment_page",
+    "named_ref",
+    "review_page",
+    "split_compare",
+    "whoami",
     "production_notice",
     "attach_review_states",
     "APPROVED",

@@ -124,7 +124,7 @@ def resolve_ref(app: App, ref: str) -> Ref:
         if Deployment.objects.filter(app=app, id=ref).exists():
             return Ref(ref, "deployment", f"deployment {ref}", None, deployment_id=ref)
         raise NotFound(REF_NOT_FOUND.format(ref=ref, slug=app.slug))
-    if ref.startswith("cs_"):
+    if ref.startswith(("cs_", "rs_")):
         last_point = RestorePoint.objects.filter(change_set=OuterRef("pk")).order_by("-created_on")
         cs = (
             ChangeSet.objects.filter(app=app, id=ref)
