@@ -19,7 +19,7 @@ from versions.messages import (
     NAME_LOOKS_LIKE,
 )
 from versions.models import API_ROUTE, App, Artifact
-from versions.services import _sql, retention, routes
+from versions.services import _sql, locks, retention, routes
 from versions.services._store import sha256_hex
 from versions.services.access import (
     Actor,
@@ -562,6 +562,7 @@ def write_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
+            locks.check_unlocked(app_obj, collection, name, actor)
             keep = conf.points_per_app()
             row = _lock(app_obj, collection, name, create=True, keep=keep, who=who)
             assert row is not None
@@ -611,6 +612,7 @@ def delete_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
+            locks.check_unlocked(app_obj, collection, name, actor)
             keep = conf.points_per_app()
             row = _lock(app_obj, collection, name, create=False, keep=keep, who=who)
             if row is None or row.deleted:
