@@ -286,6 +286,9 @@ class App(models.Model):
         help_text="Until when the live app counts production's answers after a promotion "
         "(the watch that may roll it back by itself).",
     )
+    artifact_locks = models.PositiveIntegerField(
+        default=0, help_text="How many of its artifacts owners locked (0: writes skip the check)."
+    )
     require_preconditions = models.BooleanField(
         default=False,
         help_text=(

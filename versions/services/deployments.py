@@ -15,7 +15,6 @@ follow production: the app's ``route_generation`` moves with the pointer, in the
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -45,7 +44,7 @@ from versions.models import (
     DeploymentWatch,
     RestorePoint,
 )
-from versions.services import engine, gates
+from versions.services import engine, gates, schedules, validation
 from versions.services import refs as states
 from versions.services.access import (
     Actor,
@@ -78,9 +77,12 @@ NO_EARLIER_DEPLOYMENT = (
     "deployment to roll back to."
 )
 DEPLOYMENT_NOT_FOUND = "App “{app}” has no deployment “{id}”."
-NOTE_NOT_TEXT = "A note must be text."
-NOTE_TOO_LONG = "A note is at most 500 characters."
-NOTE_HAS_CONTROL = "A note cannot contain control characters."
+# A note's rules are shared with safe promotion's reasons (validation.clean_note).
+NOTE_NOT_TEXT, NOTE_TOO_LONG, NOTE_HAS_CONTROL = (
+    validation.NOTE_NOT_TEXT,
+    validation.NOTE_TOO_LONG,
+    validation.NOTE_HAS_CONTROL,
+)
 
 # Pre-flight findings, one reason in words per failing artifact.
 FINDING_BAD_ROUTE = "Its route spec is not valid: {detail}"
@@ -111,17 +113,7 @@ _RECEIPT_KEYS = (
 )
 
 
-def _clean_note(note: object) -> str:
-    if note is None:
-        return ""
-    if not isinstance(note, str):
-        raise InvalidInput(NOTE_NOT_TEXT, field="note")
-    note = " ".join(note.split())
-    if any(unicodedata.category(char) in ("Cc", "Cs") for char in note):
-        raise InvalidInput(NOTE_HAS_CONTROL, field="note")
-    if len(note) > 500:
-        raise InvalidInput(NOTE_TOO_LONG, field="note")
-    return note
+_clean_note = validation.clean_note
 
 
 def _short(sha: str | None) -> str:
@@ -399,8 +391,6 @@ def promote(
     if at is not None:
         if rollout is not None:
             raise InvalidInput(SCHEDULE_WITH_ROLLOUT, field="rollout")
-        from versions.services import schedules  # it promotes through this very function
-
         return schedules.schedule_promotion(
             app, actor=actor, by=by, ref=ref, at=at, note=note, dry_run=dry_run
         )

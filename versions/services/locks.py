@@ -5,6 +5,7 @@ people's restores still put it back."""
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from versions import messages as words
@@ -13,13 +14,13 @@ from versions.errors import Conflict, Locked, NotFound
 from versions.models import App, Artifact, ArtifactLock
 from versions.services.access import Actor, app_for
 from versions.services.audit import record
-from versions.services.validation import validate_collection, validate_name
+from versions.services.validation import clean_note, validate_collection, validate_name
 from versions.terms import MANAGE
 
 
 def check_unlocked(app: App, collection: str, name: str, actor: Actor | None) -> None:
     """An agent (a token) may not write a locked artifact: ``Locked`` in words."""
-    if actor is None or actor.token is None:
+    if actor is None or actor.token is None or not app.artifact_locks:
         return
     found = (
         ArtifactLock.objects.filter(app=app, collection=collection, name=name)
@@ -43,11 +44,9 @@ def lock_artifact(
     app: App | str, *, collection: str, name: str, actor: Actor, reason: str = ""
 ) -> ArtifactLock:
     """Lock an artifact of the app against agents' writes (owners)."""
-    from versions.services.deployments import _clean_note
-
     app_obj = app_for(app, actor=actor, action=MANAGE)
     collection, name = validate_collection(collection), validate_name(name)
-    reason = _clean_note(reason)
+    reason = clean_note(reason)
     if not Artifact.objects.filter(app=app_obj, collection=collection, name=name).exists():
         raise NotFound(
             words.LOCK_ARTIFACT_MISSING.format(slug=app_obj.slug, collection=collection, name=name)
@@ -62,6 +61,7 @@ def lock_artifact(
                 locked_by=actor.name,
                 locked_on=timezone.now(),
             )
+            App.objects.filter(pk=app_obj.pk).update(artifact_locks=F("artifact_locks") + 1)
             record(
                 terms.ARTIFACT_LOCKED,
                 actor=actor,
@@ -83,7 +83,9 @@ def unlock_artifact(app: App | str, *, collection: str, name: str, actor: Actor)
         deleted, _ = ArtifactLock.objects.filter(
             app=app_obj, collection=collection, name=name
         ).delete()
-        if not deleted:
+        if deleted:
+            App.objects.filter(pk=app_obj.pk).update(artifact_locks=F("artifact_locks") - 1)
+        else:
             raise NotFound(
                 words.LOCK_NOT_FOUND.format(slug=app_obj.slug, collection=collection, name=name)
             )

@@ -40,6 +40,7 @@ from versions.services.deployments import (
     _earlier,
     _history_changes,
     check_share,
+    promote,
 )
 from versions.services.engine import Move, MovePlan, Request, Subject
 from versions.services.receipts import Finding, PromotionReceipt
@@ -237,8 +238,6 @@ def rollout_action(
 ) -> PromotionReceipt:
     """What the API's and MCP's one rollout door asks: ``{to}`` starts a rollout (none
     running) or advances it; ``{action: complete|abort}`` ends it."""
-    from versions.services.deployments import promote
-
     if action is not None:
         if action == COMPLETE:
             return complete_rollout(app, actor=actor, note=note)

@@ -17,6 +17,7 @@ from versions.models import App, AppCheck, PromotionPolicy
 from versions.services import gates
 from versions.services.access import Actor, app_for
 from versions.services.audit import record
+from versions.services.validation import clean_note
 from versions.terms import MANAGE
 
 
@@ -101,10 +102,8 @@ def freeze_production(
 ) -> dict[str, Any]:
     """Freeze production (owners): nothing is promoted — by hand, schedule or rollout —
     until it is unfrozen (or ``until`` passes); rolling back stays allowed."""
-    from versions.services.deployments import _clean_note
-
     app_obj = app_for(app, actor=actor, action=MANAGE)
-    text = _clean_note(reason)
+    text = clean_note(reason)
     if not text:
         raise InvalidInput(words.FREEZE_REASON_NEEDED, field="reason")
     now = timezone.now()

@@ -18,12 +18,13 @@ from django.utils.dateparse import parse_datetime
 
 from versions import ids, terms
 from versions import messages as words
-from versions.errors import Conflict, InvalidInput, NotFound, PreflightFailed, VersionsError
+from versions.errors import Conflict, InvalidInput, NotFound
 from versions.models import App, ScheduledPromotion
 from versions.services import refs as states
 from versions.services.access import Actor, app_for
 from versions.services.audit import Command, record
 from versions.services.receipts import SCHEDULED, PromotionReceipt
+from versions.services.validation import clean_note
 from versions.terms import PROMOTE
 
 RUNNING = ScheduledPromotion.RUNNING
@@ -55,8 +56,6 @@ def schedule_promotion(
 ) -> PromotionReceipt:
     """Promote the state ``ref`` names, as it is now, at ``at`` (in the future, else refused
     in words). Answers ``kind: scheduled`` with the schedule's id."""
-    from versions.services.deployments import _clean_note
-
     moment = _moment(at)
     now = timezone.now()
     if moment <= now:
@@ -66,7 +65,7 @@ def schedule_promotion(
         )
     app_obj = app_for(app, actor=actor, action=PROMOTE) if actor is not None else None
     app_obj = app_obj or states.resolve_app(app)
-    note = _clean_note(note)
+    note = clean_note(note)
     state = states.resolve_state(app_obj, states.check_ref(ref))
     fixed = {entry.key: entry.sha256 or "" for entry in state.entries if not entry.missing}
     who = by or (actor.name if actor is not None else "command")
@@ -139,46 +138,3 @@ def cancel_schedule(
         "scheduleId": found.pk,
         "message": words.SCHEDULE_CANCELLED_MESSAGE.format(id=found.pk),
     }
-
-
-def run_due_schedules(now: datetime | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """Promote every scheduled promotion due at ``now`` (default: now), oldest first, each
-    through the same pre-flight as a promotion by hand, with the state fixed when it was
-    scheduled; answers (schedule id, receipt) of each. A schedule is claimed before it runs,
-    so two workers never run one twice."""
-    from versions.services.deployments import promote
-
-    moment = now or timezone.now()
-    due = list(
-        ScheduledPromotion.objects.filter(status=ScheduledPromotion.SCHEDULED, at__lte=moment)
-        .order_by("at", "id")
-        .values_list("pk", flat=True)
-    )
-    ran: list[tuple[str, dict[str, Any]]] = []
-    for schedule_id in due:
-        claimed = ScheduledPromotion.objects.filter(
-            pk=schedule_id, status=ScheduledPromotion.SCHEDULED
-        ).update(status=RUNNING)
-        if not claimed:
-            continue
-        found = ScheduledPromotion.objects.select_related("app").get(pk=schedule_id)
-        note = " ".join(filter(None, [SCHEDULE_NOTE.format(id=schedule_id), found.note]))
-        try:
-            result = promote(
-                found.app,
-                by=found.created_by or "schedule",
-                ref=found.ref,
-                note=note[:500],
-                expected=found.state,
-            ).as_dict()
-            status = ScheduledPromotion.PROMOTED
-        except PreflightFailed as exc:
-            result, status = exc.answer(), ScheduledPromotion.REFUSED
-        except VersionsError as exc:
-            result = {"kind": "error", "error": exc.code, "message": exc.message}
-            status = ScheduledPromotion.REFUSED
-        ScheduledPromotion.objects.filter(pk=schedule_id).update(
-            status=status, result=result, ran_on=timezone.now()
-        )
-        ran.append((schedule_id, result))
-    return ran
