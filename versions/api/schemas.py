@@ -6,7 +6,7 @@ import functools
 import re
 import unicodedata
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Schema
 from ninja.schema import DjangoGetter
@@ -646,3 +646,50 @@ class RollbackIn(_JsonObject):
     @classmethod
     def _no_nul(cls, value: str | None, info: Any) -> str | None:
         return _clean_text(value, info.field_name)
+
+
+# --- safe promotion (docs/api.md#safe-promotion) ---------------------------------------------
+
+
+class RolloutIn(_JsonObject):
+    """A gradual rollout: ``{to}`` starts one (of ``ref``, default the draft) when none runs,
+    else advances it; ``{action: complete|abort}`` ends it."""
+
+    to: int | None = Field(None, strict=True, ge=1, le=99, description="Percent of visitors.")
+    action: Literal["complete", "abort"] | None = None
+    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
+    note: str = Field(
+        "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
+    )
+
+    @field_validator("ref", "note")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""
+
+
+class FreezeIn(_JsonObject):
+    """Freeze production: why (required), and when it ends by itself (optional)."""
+
+    reason: str = Field(..., max_length=NOTE_MAX, json_schema_extra=NOTE_RULES)
+    until: datetime | None = Field(None, description="ISO 8601 with its offset.")
+
+    @field_validator("reason")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""
+
+
+class ScheduleIn(_JsonObject):
+    """Promote the state ``ref`` names, as it is now, at ``at`` (in the future)."""
+
+    at: str = Field(..., max_length=64, description="ISO 8601 with its offset.")
+    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
+    note: str = Field(
+        "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
+    )
+
+    @field_validator("at", "ref", "note")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""
