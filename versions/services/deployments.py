@@ -368,7 +368,7 @@ def promote(
     dry_run: bool = False,
     actor: Actor | None = None,
     override_reason: str = "",
-    rollout: int | None = None,
+    rollout: object = None,
     at: Any = None,
 ) -> PromotionReceipt:
     """Ship the state ``ref`` names (default the draft) to production, or change nothing.

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from versions import selectors, services
 from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.messages import CHECK_COLLECTION
 from versions.models import App
 from versions.terms import (
     DRAFT,
@@ -87,8 +88,12 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     note = params.get("note", "")
     override = params.get("override_reason", "") if request.method == "POST" else ""
     actor = actor_of(request)
+    # Safe promotion (docs/architecture.md#safe-promotion): Start rollout, Schedule promotion.
+    mode = params.get("mode", "") if request.method == "POST" else ""
 
     def run(dry_run: bool) -> Any:
+        from versions.views.safe_promotion import moment_utc
+
         return services.promote(
             app,
             actor=actor,
@@ -97,6 +102,8 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
             expected=expected or None,
             dry_run=dry_run,
             override_reason=override,
+            rollout=params.get("rollout", "") if mode == "rollout" else None,
+            at=moment_utc(params.get("at", "")) or "" if mode == "schedule" else None,
         )
 
     if request.method == "POST":
@@ -107,7 +114,7 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
         return _body(request, app, status=status, receipt=data)
     data = _data(lambda: run(True))
     findings = data.get("findings") or []
-    protection = [f for f in findings if f.get("collection") == PROTECTION_FINDING]
+    protection = [f for f in findings if f.get("collection") in (PROTECTION_FINDING, CHECK_FINDING)]
     ctx = {
         "app": app,
         "title": PROMOTE_TITLE,
@@ -126,8 +133,10 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, template if is_fragment(request) else "versions/promote_page.html", ctx)
 
 
-# The collection a protection finding names (a change set, not an artifact).
+# The collection a protection finding names (a change set, not an artifact), and a failing
+# check's: an owner may promote past either with a reason.
 PROTECTION_FINDING = "change set"
+CHECK_FINDING = CHECK_COLLECTION
 
 
 def _carry(data: dict[str, Any]) -> list[tuple[str, str]]:

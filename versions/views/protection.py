@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 from versions import selectors, services
 from versions.errors import InvalidInput
 from versions.forms import ProtectionForm
-from versions.models import App
+from versions.models import COLLECTIONS, App
 from versions.terms import MANAGE
 from versions.views._common import actor_of, is_fragment, panel_view, perms, render_tab
 
@@ -42,6 +42,8 @@ def summary(app: App) -> str:
 
 def _page(request: HttpRequest, app: App, form: ProtectionForm, **extra: Any) -> HttpResponse:
     ctx = {"app": app, "tab": "settings", "form": form, "summary": summary(app)}
+    # Safe promotion's section (docs/architecture.md#safe-promotion): checks, watch, locks.
+    ctx.update(safe=selectors.safe_promotion_settings(app), collections=COLLECTIONS)
     ctx.update(perms(request, app), **extra)
     return render_tab(
         request,
