@@ -108,7 +108,7 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
 
     if request.method == "POST":
         data = _data(lambda: run(False))
-        status = 409 if data.get("kind") == "preflight_failed" else 200
+        status = 409 if data.get("kind") in ("preflight_failed", "error") else 200
         if not is_fragment(request) and status == 200:
             return redirect(reverse("versions:production", args=[app.slug]))
         return _body(request, app, status=status, receipt=data)
