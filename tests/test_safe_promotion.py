@@ -80,8 +80,13 @@ def two_versions(app):
     return first
 
 
+_addresses = iter(range(1, 10**6))
+
+
 def fresh_visit(slug="quotes", path="/"):
-    client = Client()
+    """A new visitor (their own address, no cookie) and their first page."""
+    n = next(_addresses)
+    client = Client(REMOTE_ADDR=f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}")
     return client, client.get(f"/apps/{slug}{path}")
 
 
@@ -249,6 +254,9 @@ def test_the_rollout_split_and_stickiness_over_240_fresh_visitors(two_versions, 
         assert answer.json() == {"v": label}
         assert label_of(again) == label
         assert "versions_dp" not in again.cookies  # pinned already: no new draw
+        # The sandboxed page's own fetch carries no cookie: the visitor's draw still holds.
+        bare = Client(REMOTE_ADDR=client.defaults["REMOTE_ADDR"])
+        assert bare.get("/apps/quotes/api/version").json() == {"v": label}
     # 30 % of 240 is 72; a binomial draw stays within ±5 standard deviations (~36).
     assert 36 <= candidates <= 108, candidates
 

@@ -26,6 +26,8 @@ next request.
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import json
 import logging
 import re
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core import signing
 from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
@@ -53,6 +56,7 @@ from versions.models import (
     Blob,
     DeploymentEntry,
 )
+from versions.request_meta import request_meta
 from versions.services import (
     RouteSpec,
     parse_route_spec,
@@ -185,7 +189,12 @@ class Serving:
         if pinned in (production, candidate):
             deployment, pin = pinned, None
         else:
-            deployment = candidate if secrets.randbelow(100) < share else production
+            # Drawn at random on the visitor's first request, and remembered by a fingerprint
+            # for their requests that carry no cookie (the sandboxed page's own fetch).
+            drawn = candidate if secrets.randbelow(100) < share else production
+            deployment = services.promotion.pin_visitor(
+                app_id, candidate, _fingerprint(request), drawn
+            )
             pin = deployment
         watched = deployment == candidate or (watch_until is not None and watch_until > now())
         return cls(app_id, deployment, pin, rollout=True, watched=watched)
@@ -213,6 +222,14 @@ class Serving:
             except Exception:  # the watch never breaks serving; it is logged
                 logger.exception("the watch of %s could not count an answer", self.deployment)
         return response
+
+
+def _fingerprint(request: HttpRequest) -> str:
+    """A visitor's address and user agent, hashed with the site's secret (never stored as
+    they are)."""
+    meta = request_meta(request)
+    text = f"{meta.get('address', '')}\n{meta.get('user_agent', '')}"
+    return hmac.new(settings.SECRET_KEY.encode(), text.encode(), hashlib.sha256).hexdigest()
 
 
 def _unsign(raw: str) -> str | None:

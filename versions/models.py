@@ -1508,3 +1508,25 @@ class ArtifactLock(models.Model):
 
     def __str__(self) -> str:
         return f"lock of {self.collection}/{self.name}"
+
+
+class RolloutVisitor(models.Model):
+    """Which deployment a visitor was drawn onto during a rollout, by a fingerprint of their
+    address and user agent: the sandboxed page's own requests (``fetch``, modules) carry no
+    cookie, so they find the visitor's draw here (docs/architecture.md#safe-promotion)."""
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+")
+    candidate = models.CharField(max_length=40, help_text="The rollout's candidate then.")
+    fingerprint = models.CharField(max_length=64)
+    deployment = models.CharField(max_length=40)
+    created_on = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app", "candidate", "fingerprint"], name="rolloutvisitor_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint[:8]} on {self.deployment}"

@@ -77,6 +77,7 @@ class Promotion:
     auto_rollback = staticmethod(rollouts.auto_rollback)
     run_post_promotion_checks = staticmethod(rollouts.run_post_promotion_checks)
     count_answer = staticmethod(rollouts.count_answer)
+    pin_visitor = staticmethod(rollouts.pin_visitor)
     # Schedules.
     schedule_promotion = staticmethod(schedules.schedule_promotion)
     cancel_schedule = staticmethod(schedules.cancel_schedule)

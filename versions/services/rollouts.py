@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from versions import messages as words
 from versions import terms
 from versions.errors import Conflict, NotFound
-from versions.models import App, Deployment, DeploymentEvent, DeploymentWatch
+from versions.models import App, Deployment, DeploymentEvent, DeploymentWatch, RolloutVisitor
 from versions.services import engine, gates
 from versions.services.access import Actor
 from versions.services.capture import resolve_app
@@ -130,6 +131,7 @@ class RolloutPlan(MovePlan):
                     "rollout_share": 0,
                     "watch_until": timezone.now() + timedelta(minutes=minutes),
                 },
+                then=lambda to, now: _forget_visitors(locked.pk),
             )
         changes, unchanged = _compare(locked, candidate, production)
         return Move(
@@ -142,7 +144,9 @@ class RolloutPlan(MovePlan):
             nothing_to_do=False,
             message=words.ROLLOUT_ABORTED_MESSAGE,
             pointers=lambda to: {"candidate_id": None, "rollout_share": 0},
-            then=lambda to, now: _end_watch(candidate, now, words.ROLLOUT_ABORTED_MESSAGE),
+            then=lambda to, now: _end_watch(
+                candidate, now, words.ROLLOUT_ABORTED_MESSAGE, forget=locked.pk
+            ),
         )
 
     def _auto(self, locked: App) -> Move:
@@ -168,7 +172,7 @@ class RolloutPlan(MovePlan):
                 message=message,
                 cause=cause,
                 pointers=lambda to: {"candidate_id": None, "rollout_share": 0},
-                then=lambda to, now: _end_watch(failing, now, cause),
+                then=lambda to, now: _end_watch(failing, now, cause, forget=locked.pk),
             )
         if failing is not None and failing == locked.production_id:
             try:
@@ -192,10 +196,12 @@ class RolloutPlan(MovePlan):
         return Move(DeploymentEvent.AUTO_ROLLBACK, failing or "", failing, failing, changes=[])
 
 
-def _end_watch(deployment_id: str, now: Any, outcome: str) -> None:
+def _end_watch(deployment_id: str, now: Any, outcome: str, *, forget: int | None = None) -> None:
     DeploymentWatch.objects.filter(pk=deployment_id, ended_on__isnull=True).update(
         ended_on=now, outcome=outcome[:200]
     )
+    if forget is not None:  # the rollout ended: its visitors' draws mean nothing any more
+        _forget_visitors(forget)
 
 
 def _step(
@@ -308,3 +314,33 @@ def _judge(app_id: int, deployment_id: str, requests: int, errors: int) -> Promo
         return None
     cause = words.CAUSE_ERROR_RATE.format(errors=failed, requests=total, rate=rate)
     return auto_rollback(App.objects.get(pk=app_id), deployment=deployment_id, cause=cause)
+
+
+# --------------------------------------------------------------------------------------------
+# Which deployment a visitor without a pinning cookie is on
+# --------------------------------------------------------------------------------------------
+
+
+def pin_visitor(app_id: int, candidate: str, fingerprint: str, drawn: str) -> str:
+    """The deployment the visitor with ``fingerprint`` was drawn onto in this rollout, else
+    ``drawn`` (kept for their later requests without the cookie, such as the sandboxed page's
+    own ``fetch``)."""
+    found = (
+        RolloutVisitor.objects.filter(app_id=app_id, candidate=candidate, fingerprint=fingerprint)
+        .values_list("deployment", flat=True)
+        .first()
+    )
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            RolloutVisitor.objects.create(
+                app_id=app_id, candidate=candidate, fingerprint=fingerprint, deployment=drawn
+            )
+    except IntegrityError:  # the same visitor's other request drew first: theirs stands
+        return pin_visitor(app_id, candidate, fingerprint, drawn)
+    return drawn
+
+
+def _forget_visitors(app_id: int) -> None:
+    RolloutVisitor.objects.filter(app_id=app_id).delete()

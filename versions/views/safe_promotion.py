@@ -183,5 +183,6 @@ def settings_action(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             raise InvalidInput("Unknown settings action.")
     except VersionsError as exc:
-        return _section(request, app, safe_error=exc.message)
+        # Nothing typed is lost: the form comes back with what was sent, and why it was not.
+        return _section(request, app, safe_error=exc.message, sent=post, sent_what=what)
     return _section(request, app, safe_status=done)
