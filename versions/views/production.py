@@ -6,11 +6,13 @@ services check that the person may promote."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods
 
 from versions import selectors, services
@@ -26,6 +28,19 @@ from versions.views._common import actor_of, app_of, is_fragment, panel_view, pe
 from versions.views.restoring import parse_expected
 
 PROMOTE_TITLE = "Promote to production"
+BAD_MOMENT = "Give a date and time (UTC), e.g. 2026-12-24 09:00."
+
+
+def moment_utc(value: str) -> datetime | None:
+    """A ``datetime-local`` field's value, read in UTC (None when empty); ``InvalidInput``."""
+    if not value.strip():
+        return None
+    moment = parse_datetime(value.strip())
+    if moment is None:
+        raise InvalidInput(BAD_MOMENT, field="at")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 ROLLBACK_TITLE = "Roll back production"
 
 
@@ -92,8 +107,6 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     mode = params.get("mode", "") if request.method == "POST" else ""
 
     def run(dry_run: bool) -> Any:
-        from versions.views.safe_promotion import moment_utc
-
         return services.promote(
             app,
             actor=actor,

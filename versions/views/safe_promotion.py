@@ -5,13 +5,11 @@ locks section of the Settings page. Thin adapters over ``services.promotion`` an
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from versions import selectors, services
@@ -19,20 +17,7 @@ from versions.errors import InvalidInput, NotFound, PreflightFailed, VersionsErr
 from versions.models import COLLECTIONS
 from versions.terms import MANAGE
 from versions.views._common import actor_of, app_of, is_fragment, panel_view, perms
-from versions.views.production import _body
-
-BAD_MOMENT = "Give a date and time (UTC), e.g. 2026-12-24 09:00."
-ROLLOUT_STEPS = ("start", "advance", "complete", "abort")
-
-
-def moment_utc(value: str) -> datetime | None:
-    """A ``datetime-local`` field's value, read in UTC (None when empty); ``InvalidInput``."""
-    if not value.strip():
-        return None
-    moment = parse_datetime(value.strip())
-    if moment is None:
-        raise InvalidInput(BAD_MOMENT, field="at")
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+from versions.views.production import _body, moment_utc
 
 
 def _answer(request: HttpRequest, app: Any, call: Any) -> HttpResponse:
