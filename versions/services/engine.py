@@ -21,6 +21,11 @@ Promote and Roll back production are plans too (:class:`MovePlan`): they say whe
 production pointer moves ("this pointer moves here", :class:`Move`). The same executor looks
 the app up, checks the actor, locks the app row once, runs the plan's pre-flight rules, stores
 the deployment a promotion ships, records the move in the history and moves the pointer.
+Safe promotion's steps (docs/architecture.md#safe-promotion) are move plans too: a rollout's
+start, Advance, Complete rollout, Abort rollout and the watch's automatic rollback say which
+pointers they set (``Move.pointers``: the candidate and its share, or production) and what
+follows in the same transaction (``Move.then``: a watch begins or ends); checks and a freeze
+are their pre-flight rules.
 
 A restore *re-points*: artifacts move to blobs that are already stored and counter-points
 reference the blobs they replace; no source bytes are copied or re-read, except where a route

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from versions import messages as words
 from versions import terms
-from versions.errors import Conflict, NotFound
+from versions.errors import Conflict, InvalidInput, NotFound
 from versions.models import App, Deployment, DeploymentEvent, DeploymentWatch, RolloutVisitor
 from versions.services import engine, gates
 from versions.services.access import Actor
@@ -249,7 +249,7 @@ def rollout_action(
             return complete_rollout(app, actor=actor, note=note)
         if action == ABORT:
             return abort_rollout(app, actor=actor, note=note)
-        raise Conflict(words.ROLLOUT_BAD_ACTION.format(action=str(action)[:40]))
+        raise InvalidInput(words.ROLLOUT_BAD_ACTION.format(action=str(action)[:40]), field="action")
     app_obj = resolve_app(app)
     if app_obj.candidate_id is None:
         return promote(app_obj, actor=actor, ref=ref, note=note, rollout=check_share(to))
