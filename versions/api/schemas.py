@@ -34,6 +34,7 @@ SLUG_PATTERN = r"^[a-z0-9-]{1,50}$"
 SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 COMMENT_ID_PATTERN = r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$"
+SCHEDULE_ID_PATTERN = r"^sp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 DEPLOYMENT_ID_PATTERN = r"^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 REF_PATTERN = r"^(draft|production|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})$"
 REF_MAX = 64
@@ -156,6 +157,7 @@ def path_parameter_rules() -> dict[str, dict[str, Any]]:
         "set_id": {"type": "string", "pattern": SET_ID_PATTERN},
         "point_id": {"type": "string", "pattern": POINT_ID_PATTERN},
         "comment_id": {"type": "string", "pattern": COMMENT_ID_PATTERN},
+        "schedule_id": {"type": "string", "pattern": SCHEDULE_ID_PATTERN},
     }
 
 
