@@ -56,7 +56,9 @@ def test_every_path_parameter_states_its_rule(document):
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path":
                     seen.setdefault(parameter["name"], parameter["schema"])
-    assert set(seen) == {"slug", "collection", "name", "set_id", "point_id", "comment_id", "refs"}
+    assert set(seen) == {
+        "slug", "collection", "name", "set_id", "point_id", "comment_id", "refs", "schedule_id"
+    }  # fmt: skip
     assert seen["collection"]["enum"] == list(COLLECTIONS)
     assert seen["slug"]["pattern"] == schemas.SLUG_PATTERN
     assert seen["name"]["maxLength"] == 200 and seen["name"]["minLength"] == 1

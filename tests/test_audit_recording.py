@@ -187,3 +187,60 @@ def test_no_write_of_an_agents_token_touches_the_audit_tables(app, kind):
     assert statements, "the write ran its statements"
     assert [s for s in statements if any(table in s for table in AUDIT_TABLES)] == []
     assert AuditEvent.objects.count() == 1
+
+
+# --- safe promotion (docs/architecture.md#safe-promotion) ------------------------------------
+
+
+def test_every_safe_promotion_action_is_recorded_with_who_and_what(app, client):
+    from versions.models import PAGE
+
+    owner = User.objects.create_user("olga", password=None)
+    services.add_member(app, role="owner", username="olga")
+    actor = services.actor_for_user(owner)
+    services.write_artifact(app, PAGE, "index", "<p>v1</p>", requested_by="a", tool="t")
+    services.promote(app, actor=actor)
+    services.write_artifact(app, PAGE, "index", "<p>v2</p>", requested_by="a", tool="t")
+    steps = services.promotion
+    steps.add_check(app, actor=actor, name="Home", path="/")
+    steps.set_watch(app, actor=actor, rollback_error_rate=10, watch_minutes=5)
+    candidate = services.promote(app, actor=actor, rollout=20).deployment_id
+    steps.advance_rollout(app, to=50, actor=actor)
+    steps.abort_rollout(app, actor=actor)
+    services.promote(app, actor=actor, rollout=20)
+    steps.complete_rollout(app, actor=actor)
+    schedule = services.promote(app, actor=actor, at=timezone.now() + timedelta(hours=1))
+    steps.cancel_schedule(app, schedule_id=schedule.schedule_id, actor=actor)
+    steps.freeze_production(app, actor=actor, reason="launch")
+    steps.unfreeze_production(app, actor=actor)
+    steps.lock_artifact(app, collection=PAGE, name="index", actor=actor)
+    steps.unlock_artifact(app, collection=PAGE, name="index", actor=actor)
+    steps.remove_check(app, actor=actor, name="Home")
+    production = App.objects.get(pk=app.pk).production_id
+    steps.auto_rollback(app, deployment=production, cause="a test cause")
+
+    rows = AuditEvent.objects.filter(app=app).order_by("seq")
+    actions = [row.action for row in rows if row.action not in ("member_added", "promoted")]
+    assert actions == [
+        "check_added",
+        "watch_changed",
+        "rollout_started",
+        "rollout_advanced",
+        "rollout_aborted",
+        "rollout_started",
+        "rollout_completed",
+        "promotion_scheduled",
+        "schedule_cancelled",
+        "production_frozen",
+        "production_unfrozen",
+        "artifact_locked",
+        "artifact_unlocked",
+        "check_removed",
+        "auto_rolled_back",
+    ]
+    started = rows.filter(action="rollout_started").first()
+    assert (started.actor_name, started.targets[-1]) == ("olga", candidate)
+    assert rows.get(action="production_frozen").reason == "launch"
+    automatic = rows.get(action="auto_rolled_back")
+    assert (automatic.actor_kind, automatic.actor_name) == ("command", "versions:watch")
+    assert automatic.targets[0] == production

@@ -27,9 +27,9 @@ from versions.models import (
 )
 from versions.services import (
     delete_artifact,
-    event_receipt,
     name_point,
     promote,
+    promotion,
     restore_change_set,
     rollback_production,
     write_artifact,
@@ -81,6 +81,7 @@ def test_the_first_promotion_stores_a_deployment_and_points_production_at_it(sit
         "created_by",
         "created_on",
         "note",
+        "checks",  # the checks it passed (docs/api.md#safe-promotion)
     ]
     assert data["kind"] == "promotion"
     assert data["ref"] == "draft"
@@ -514,7 +515,7 @@ def test_every_move_in_the_history_keeps_its_receipt(site):
     receipts.append(rollback_production(site, by="lee", note="back").as_dict())
     receipts.append(rollback_production(site, by="lee", to=receipts[1]["deploymentId"]).as_dict())
     receipts.append(rollback_production(site, by="lee", to=receipts[0]["deploymentId"]).as_dict())
-    history = [event_receipt(event) for event in reversed(_history(site))]
+    history = [promotion.event_receipt(event) for event in reversed(_history(site))]
     assert history == receipts
     # Each rollback lists the one change, the right way round.
     index_shas = [c["to"] for c in receipts[1]["changed"]]

@@ -93,7 +93,17 @@ class AppAdmin(ThroughServices):
 
     list_display = ["slug", "name", "release_set", "route_generation", "created_on"]
     search_fields = ["slug", "name"]
-    readonly_fields = ["release_set", "route_generation", "created_on"]
+    # A rollout's candidate and share, the watch and the lock count move only through the
+    # engine and the owners' services (docs/architecture.md#safe-promotion).
+    readonly_fields = [
+        "release_set",
+        "route_generation",
+        "created_on",
+        "candidate",
+        "rollout_share",
+        "watch_until",
+        "artifact_locks",
+    ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [*self.readonly_fields, *(["slug"] if obj is not None else [])]

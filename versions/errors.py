@@ -116,3 +116,9 @@ class PreflightFailed(VersionsError):
         with the error's ``error`` and ``message`` keys."""
         receipt = self.receipt.as_dict() if hasattr(self.receipt, "as_dict") else self.receipt
         return {"error": self.code, **receipt, "message": self.message}
+
+
+class Locked(VersionsError):
+    """An owner locked the artifact: agents may not write it (people's restores still may)."""
+
+    code = "locked"

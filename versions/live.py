@@ -26,16 +26,22 @@ next request.
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import json
 import logging
 import re
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.core import signing
 from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
+from django.utils.timezone import now
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
@@ -50,6 +56,7 @@ from versions.models import (
     Blob,
     DeploymentEntry,
 )
+from versions.request_meta import request_meta
 from versions.services import (
     RouteSpec,
     parse_route_spec,
@@ -57,6 +64,7 @@ from versions.services import (
 from versions.terms import (
     DRAFT,
     PRODUCTION,
+    ROLLOUT_COOKIE,
 )
 
 logger = logging.getLogger(__name__)
@@ -141,24 +149,135 @@ def _etag_matches(request: HttpRequest, etag: str) -> bool:
     return etag in tags
 
 
-def _live_blob(slug: str, collection: str, name: str) -> str | None:
-    """The blob ``/apps/<slug>/`` serves for an artifact: production's when the app has a
-    production deployment, else the draft's; one query either way."""
+# --------------------------------------------------------------------------------------------
+# Which deployment serves a visitor: production, or a rollout's candidate
+# (docs/architecture.md#safe-promotion)
+# --------------------------------------------------------------------------------------------
+
+_COOKIE_SALT = "versions.live.rollout"
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """The deployment that answers this request (None: the draft), the cookie to pin the
+    visitor with (None: already pinned, or no rollout) and whether its answers are watched."""
+
+    app_id: int
+    deployment: str | None
+    pin: str | None = None
+    rollout: bool = False
+    watched: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        request: HttpRequest,
+        app_id: int,
+        production: str | None,
+        candidate: str | None,
+        share: int,
+        watch_until: Any,
+    ) -> Serving:
+        """A visitor pinned by a valid ``versions_dp`` cookie to this app's production or
+        candidate keeps it; any other (none, forged, another app's, a finished rollout's) is
+        drawn again: the candidate for ``share`` percent of visitors."""
+        if candidate is None or production is None:
+            watched = production is not None and watch_until is not None and watch_until > now()
+            return cls(app_id, production, watched=watched)
+        pinned = _unsign(request.COOKIES.get(ROLLOUT_COOKIE, ""))
+        if pinned in (production, candidate):
+            deployment, pin = pinned, None
+        else:
+            # Drawn at random on the visitor's first request, and remembered by a fingerprint
+            # for their requests that carry no cookie (the sandboxed page's own fetch).
+            drawn = candidate if secrets.randbelow(100) < share else production
+            deployment = services.promotion.pin_visitor(
+                app_id, candidate, _fingerprint(request), drawn
+            )
+            pin = deployment
+        watched = deployment == candidate or (watch_until is not None and watch_until > now())
+        return cls(app_id, deployment, pin, rollout=True, watched=watched)
+
+    def finish(self, request: HttpRequest, response: HttpResponse, slug: str) -> HttpResponse:
+        """The answer, pinned and counted."""
+        if self.rollout:
+            response["Vary"] = "Cookie"
+        if self.pin is not None:
+            # The sandboxed page has an opaque origin, so its own assets and routes are
+            # cross-site requests: only a SameSite=None cookie (which must be Secure; browsers
+            # treat localhost as secure) reaches them. Plain http elsewhere falls back to Lax.
+            secure = request.is_secure() or request.get_host().split(":")[0] in _LOCAL_HOSTS
+            response.set_cookie(
+                ROLLOUT_COOKIE,
+                signing.get_cookie_signer(salt=_COOKIE_SALT).sign(self.pin),
+                path=f"/apps/{slug}/",
+                httponly=True,
+                secure=secure,
+                samesite="None" if secure else "Lax",
+            )
+        if self.watched and self.deployment is not None:
+            try:
+                services.promotion.count_answer(self.app_id, self.deployment, response.status_code)
+            except Exception:  # the watch never breaks serving; it is logged
+                logger.exception("the watch of %s could not count an answer", self.deployment)
+        return response
+
+
+def _fingerprint(request: HttpRequest) -> str:
+    """A visitor's address and user agent, hashed with the site's secret (never stored as
+    they are)."""
+    meta = request_meta(request)
+    text = f"{meta.get('address', '')}\n{meta.get('user_agent', '')}"
+    return hmac.new(settings.SECRET_KEY.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def _unsign(raw: str) -> str | None:
+    if not raw or len(raw) > 200:
+        return None
+    try:
+        return signing.get_cookie_signer(salt=_COOKIE_SALT).unsign(raw)
+    except signing.BadSignature:
+        return None
+
+
+_APP_SERVING = ("pk", "production_id", "candidate_id", "rollout_share", "watch_until")
+
+
+def _live_blob(
+    request: HttpRequest, slug: str, collection: str, name: str
+) -> tuple[str | None, Serving | None]:
+    """The blob ``/apps/<slug>/`` serves this visitor for an artifact — production's when the
+    app has a production deployment (a rollout's candidate's for its share of visitors), else
+    the draft's — and who serves it; one query when the artifact exists."""
     held = DeploymentEntry.objects.filter(
         deployment_id=OuterRef("app__production_id"), artifact_id=OuterRef("pk")
     ).values("blob_id")[:1]
+    held_by_candidate = DeploymentEntry.objects.filter(
+        deployment_id=OuterRef("app__candidate_id"), artifact_id=OuterRef("pk")
+    ).values("blob_id")[:1]
     row = (
         Artifact.objects.filter(app__slug=slug, collection=collection, name=name)
-        .annotate(held=Subquery(held))
-        .values_list("blob_id", "deleted", "app__production_id", "held")
+        .annotate(held=Subquery(held), candidate_held=Subquery(held_by_candidate))
+        .values_list(
+            "blob_id",
+            "deleted",
+            "held",
+            "candidate_held",
+            *(f"app__{field}" for field in _APP_SERVING),
+        )
         .first()
     )
-    if row is None:
-        return None
-    blob_id, deleted, production, held_blob = row
-    if production is not None:
-        return held_blob
-    return None if deleted else blob_id
+    if row is None:  # no such artifact: the answer is a 404, still the visitor's deployment's
+        app_row = App.objects.filter(slug=slug).values_list(*_APP_SERVING).first()
+        return None, Serving.of(request, *app_row) if app_row is not None else None
+    blob_id, deleted, held_blob, candidate_blob, *app_row = row
+    serving = Serving.of(request, *app_row)
+    if serving.deployment is None:
+        return (None if deleted else blob_id), serving
+    if serving.deployment == app_row[2]:  # the candidate
+        return candidate_blob, serving
+    return held_blob, serving
 
 
 def _serve_blob(request: HttpRequest, blob_id: str, collection: str) -> HttpResponse:
@@ -179,10 +298,9 @@ def _serve_blob(request: HttpRequest, blob_id: str, collection: str) -> HttpResp
 
 
 def _serve_artifact(request: HttpRequest, slug: str, collection: str, name: str) -> HttpResponse:
-    blob_id = _live_blob(slug, collection, name)
-    if not blob_id:
-        return _not_found()
-    return _serve_blob(request, blob_id, collection)
+    blob_id, serving = _live_blob(request, slug, collection, name)
+    response = _serve_blob(request, blob_id, collection) if blob_id else _not_found()
+    return serving.finish(request, response, slug) if serving is not None else response
 
 
 @_live_reads
@@ -391,12 +509,18 @@ def api(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """An API route of the app: the route spec whose method and path match, as data."""
     found = (
         App.objects.filter(slug=slug)
-        .values_list("pk", "route_generation", "created_on", "production_id")
+        .values_list("route_generation", "created_on", *_APP_SERVING)
         .first()
     )
     if found is None:
         return _not_found()
-    return _answer_route(request, route_table(*found, slug=slug), slug, path)
+    generation, created_on, app_id, production, candidate, *_ = found
+    serving = Serving.of(request, *found[2:])
+    if serving.rollout and serving.deployment == candidate and candidate is not None:
+        table = _deployment_table(App(pk=app_id, slug=slug, created_on=created_on), candidate)
+    else:
+        table = route_table(app_id, generation, created_on, production, slug=slug)
+    return serving.finish(request, _answer_route(request, table, slug, path), slug)
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,16 +603,21 @@ def _preview_table(app: App, ref: str) -> RouteTable:
                 _tables[key] = table
         return table
     if ref.startswith("dp_"):
-        dp_key = (app.pk, app.created_on, ref)
-        table = _deployment_tables.get(dp_key)
-        if table is None:
-            table = _table_of(app.pk, services.route_sources(app, ref), 0, ref)
-            with _tables_lock:
-                if len(_deployment_tables) >= _DEPLOYMENT_TABLES_KEPT:
-                    _deployment_tables.pop(next(iter(_deployment_tables)))
-                _deployment_tables[dp_key] = table
-        return table
+        return _deployment_table(app, ref)
     return _table_of(app.pk, services.route_sources(app, ref), 0)
+
+
+def _deployment_table(app: App, ref: str) -> RouteTable:
+    """The route table of deployment ``ref`` (it never changes: kept, a few at most)."""
+    dp_key = (app.pk, app.created_on, ref)
+    table = _deployment_tables.get(dp_key)
+    if table is None:
+        table = _table_of(app.pk, services.route_sources(app, ref), 0, ref)
+        with _tables_lock:
+            if len(_deployment_tables) >= _DEPLOYMENT_TABLES_KEPT:
+                _deployment_tables.pop(next(iter(_deployment_tables)))
+            _deployment_tables[dp_key] = table
+    return table
 
 
 @csrf_exempt

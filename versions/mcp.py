@@ -48,6 +48,7 @@ from versions.request_meta import request_meta
 from versions.strict import first_unknown
 from versions.terms import (
     POINT,
+    MANAGE,
     PROMOTE,
     RELEASE,
     REVERT,
@@ -135,6 +136,9 @@ TITLES = {
     "whoami": "Who am I",
     "list_reviews": "A change set's reviews and comments",
     "reply_to_comment": "Reply to a comment",
+    "rollout": "Gradual rollout",
+    "schedule_promotion": "Schedule a promotion",
+    "freeze_production": "Freeze or unfreeze production",
 }
 RESOURCE_TEMPLATE = "versions://{slug}/{collection}/{name}"
 
@@ -784,6 +788,72 @@ def build_server(
                 return services.rollback_production(app, actor=actor, to=to, note=note).as_dict()
 
             return call(body, to, note)
+
+    # --- safe promotion (docs/api.md#safe-promotion) ----------------------------------------
+    if _may(authorise, PROMOTE):
+
+        @server.tool(annotations=changes_app)
+        def rollout(
+            to: Annotated[
+                int | None,
+                Field(description="Percent of visitors (1-99): starts a rollout, or advances it."),
+            ] = None,
+            action: Annotated[
+                str | None, Field(description="complete or abort the running rollout.")
+            ] = None,
+            ref: Annotated[
+                str, Field(description="What a new rollout ships: draft (default), cs_…, dp_….")
+            ] = "draft",
+            note: Annotated[str, Field(description="Why, for the history.", max_length=500)] = "",
+        ) -> CallToolResult:
+            """A gradual rollout: ``to`` serves the state to that share of visitors (each pinned
+            to one deployment), ``action`` complete makes it production, abort puts everyone
+            back on production. Returns the receipt."""
+
+            def body() -> dict[str, Any]:
+                actor, app = authorise()
+                receipt = services.promotion.rollout_action(
+                    app, to=to, action=action, actor=actor, note=note, ref=ref
+                )
+                return receipt.as_dict()
+
+            return call(body, ref, note, action)
+
+        @server.tool(annotations=changes_app)
+        def schedule_promotion(
+            at: Annotated[str, Field(description="When: ISO 8601 with its offset, in the future.")],
+            ref: Annotated[
+                str, Field(description="What to ship: draft (default), cs_…, dp_….")
+            ] = "draft",
+            note: Annotated[str, Field(description="Why, for the history.", max_length=500)] = "",
+        ) -> CallToolResult:
+            """Promote the state, as it is now, at a future moment (through the same checks
+            then). Returns kind scheduled with its scheduleId."""
+
+            def body() -> dict[str, Any]:
+                actor, app = authorise()
+                return services.promote(app, actor=actor, ref=ref, note=note, at=at).as_dict()
+
+            return call(body, at, ref, note)
+
+    if _may(authorise, MANAGE):
+
+        @server.tool(annotations=changes_app)
+        def freeze_production(
+            reason: Annotated[str, Field(description="Why, at most 500 characters.")],
+            unfreeze: Annotated[bool, Field(description="true: lift the freeze.")] = False,
+        ) -> CallToolResult:
+            """Freeze production (owners): nothing is promoted until it is unfrozen; rolling
+            back stays allowed. ``unfreeze`` true lifts it."""
+
+            def body() -> dict[str, Any]:
+                actor, app = authorise()
+                if unfreeze:
+                    return services.promotion.unfreeze_production(app, actor=actor)
+                return services.promotion.freeze_production(app, actor=actor, reason=reason)
+
+            return call(body, reason)
+
 
     schemas = output_schemas()
     for tool in server._tool_manager._tools.values():

@@ -304,3 +304,92 @@ EMAIL_NEEDS_A_PERSON = (
     "Email notifications are a signed-in person's own choice: a token or a command has no "
     "address to send them to. Nothing was changed."
 )
+# Safe promotion (docs/architecture.md#safe-promotion): checks, rollouts, the watch,
+# schedules, freezes and locks.
+CHECK_PATH_ESCAPES = (
+    "A check's path must stay inside the app: “/”, “/p/<page>”, “/assets/<name>.css|.js” or "
+    "“/api/…”, as below /apps/<slug>/; “{path}” is not one. Nothing was saved."
+)
+CHECK_BAD_NAME = "A check needs a name of 1 to 80 characters, without control characters."
+CHECK_NAME_TAKEN = "App “{slug}” already has a check named “{name}”. Nothing was saved."
+CHECK_BAD_METHOD = "A check's method is GET or HEAD, not “{method}”."
+CHECK_BAD_STATUS = "A check expects an HTTP status from 100 to 599, not “{status}”."
+CHECK_BAD_TEXT = "A check's expected text is at most 200 characters, without control characters."
+CHECK_TOO_MANY = "App “{slug}” has {limit} checks already, the most an app may have."
+CHECK_NOT_FOUND = "App “{slug}” has no check “{name}”."
+CHECKS_OVERRIDE_NOT_OWNER = (
+    "Only an owner of app “{slug}” may promote anyway past failing checks. Nothing was promoted."
+)
+CHECK_PASSED = "Answered {status} as expected."
+CHECK_WRONG_STATUS = "Answered {status}; expected {expected}."
+CHECK_TEXT_MISSING = "Answered {status}, but the answer does not contain “{text}”."
+CHECK_CRASHED = "The request could not be answered: {error}."
+BUILTIN_ROUTES = "Routes valid and unique"
+BUILTIN_PAGES = "Pages parse as HTML"
+BUILTIN_ASSETS = "Assets referenced by pages exist"
+BUILTIN_ROUTES_OK = "{count} route spec{s} valid, no two on one method and path."
+BUILTIN_ROUTES_BAD = "{count} route problem{s}: see the findings."
+BUILTIN_PAGES_OK = "{count} page{s} parsed."
+BUILTIN_PAGES_BAD = "Page “{page}”: {problem}"
+BUILTIN_ASSETS_OK = "{count} relative asset reference{s} found in the state."
+BUILTIN_ASSETS_BAD = "Page “{page}” references “{ref}”, which is not in this state."
+PAGE_UNCLOSED = "<{tag}> is never closed, so the rest of the page is read as its content"
+PAGE_STRAY_END = "</{tag}> on line {line} closes nothing that is open"
+FINDING_CHECK_FAILED = "Check “{name}” failed: {detail}"
+CHECK_COLLECTION = "check"
+ROLLOUT_BAD_SHARE = (
+    "A rollout serves the candidate to 1 to 99 percent of visitors; “{share}” is not a whole "
+    "number in that range. Nothing changed."
+)
+ROLLOUT_NEEDS_PRODUCTION = (
+    "App “{slug}” has no production deployment: a rollout shares visitors between production "
+    "and a candidate. Promote to production first."
+)
+ROLLOUT_ALREADY_RUNNING = (
+    "A rollout of {candidate} is already running ({share} % of visitors): complete or abort it "
+    "before starting another or promoting."
+)
+NO_ROLLOUT = "App “{slug}” has no rollout running: start one with Start rollout."
+ROLLOUT_BAD_ACTION = "A rollout action is “complete” or “abort”, not “{action}”."
+ROLLOUT_STARTED_MESSAGE = "Rollout started: {deployment} serves {share} % of visitors."
+ROLLOUT_ADVANCED_MESSAGE = "Rollout advanced: {deployment} serves {share} % of visitors."
+ROLLOUT_COMPLETED_MESSAGE = "Rollout completed: production now serves {deployment} to everyone."
+ROLLOUT_ABORTED_MESSAGE = (
+    "Rollout aborted: everyone is served production {deployment} again; {previous} is kept."
+)
+AUTO_ROLLED_BACK_MESSAGE = "Rolled back automatically from {previous} to {deployment}: {cause}"
+CAUSE_CHECK_FAILED = "check “{name}” failed after the promotion ({detail})"
+CAUSE_ERROR_RATE = (
+    "{errors} of its first {requests} answers were errors (5xx or not found), over the "
+    "{rate} % bound"
+)
+FROZEN = (
+    "Production of app “{slug}” is frozen since {since} by {by}: “{reason}”{until}. Nothing is "
+    "promoted until an owner unfreezes it; rolling back is still allowed."
+)
+FROZEN_UNTIL = " (until {until})"
+FREEZE_REASON_NEEDED = "Freezing production needs a reason (at most 500 characters)."
+FREEZE_END_PAST = "A freeze's end must be in the future; {until} has passed."
+NOT_FROZEN = "Production of app “{slug}” is not frozen."
+ALREADY_FROZEN = "Production of app “{slug}” is already frozen."
+WATCH_BAD_RATE = "The error-rate bound is a whole percentage from 1 to 100."
+WATCH_BAD_MINUTES = "The watch lasts 1 to 1,440 minutes."
+SCHEDULE_IN_PAST = (
+    "A promotion can only be scheduled in the future; {at} has passed (it is {now} UTC). "
+    "Nothing was scheduled."
+)
+SCHEDULE_NOT_A_TIME = "“at” must be a date and time with its offset (ISO 8601), e.g. {example}."
+SCHEDULE_NOT_FOUND = "App “{slug}” has no scheduled promotion “{id}”."
+SCHEDULE_NOT_PENDING = (
+    "Scheduled promotion {id} is {status}: only a scheduled one can be cancelled."
+)
+SCHEDULED_MESSAGE = "{ref} will be promoted at {at} as it is now ({count} artifacts), as {id}."
+SCHEDULE_CANCELLED_MESSAGE = "Scheduled promotion {id} was cancelled; nothing will be promoted."
+SCHEDULE_WITH_ROLLOUT = "A scheduled promotion promotes to everyone; a rollout cannot be scheduled."
+LOCKED_BY_OWNER = (
+    "{collection} “{name}” of app “{slug}” is locked by {by}{reason}: agents may not write it. "
+    "Nothing was written; ask an owner of the app to unlock it."
+)
+LOCK_NOT_FOUND = "{collection} “{name}” of app “{slug}” is not locked."
+LOCK_ARTIFACT_MISSING = "App “{slug}” has no {collection} “{name}” to lock."
+LOCK_EXISTS = "{collection} “{name}” of app “{slug}” is locked already."

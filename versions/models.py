@@ -268,6 +268,27 @@ class App(models.Model):
         related_name="+",
         help_text="The deployment /apps/<slug>/ serves; empty: it serves the draft.",
     )
+    candidate = models.ForeignKey(
+        "Deployment",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The deployment a gradual rollout serves to a share of visitors "
+        "(docs/architecture.md#safe-promotion); empty: no rollout runs.",
+    )
+    rollout_share = models.PositiveSmallIntegerField(
+        default=0, help_text="The percentage of visitors a rollout's candidate serves (1-99)."
+    )
+    watch_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Until when the live app counts production's answers after a promotion "
+        "(the watch that may roll it back by itself).",
+    )
+    artifact_locks = models.PositiveIntegerField(
+        default=0, help_text="How many of its artifacts owners locked (0: writes skip the check)."
+    )
     require_preconditions = models.BooleanField(
         default=False,
         help_text=(
@@ -282,6 +303,11 @@ class App(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(slug__regex=r"^[a-z0-9-]{1,50}$"), name="app_slug_format"
+            ),
+            models.CheckConstraint(
+                condition=Q(candidate__isnull=True, rollout_share=0)
+                | Q(candidate__isnull=False, rollout_share__gte=1, rollout_share__lte=99),
+                name="app_rollout_share_1_99",
             ),
         ]
 
@@ -1026,6 +1052,12 @@ class Deployment(models.Model):
     created_by = models.CharField(max_length=150, blank=True)
     created_on = models.DateTimeField()
     note = models.CharField(max_length=500, blank=True)
+    checks = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The checks run before it was promoted: [{name, ok, detail}] "
+        "(docs/architecture.md#safe-promotion).",
+    )
 
     class Meta:
         ordering = ["-created_on", "-id"]
@@ -1065,10 +1097,24 @@ class DeploymentEvent(models.Model):
 
     PROMOTION = "promotion"
     ROLLBACK = "rollback"
-    KIND_CHOICES = [(PROMOTION, "Promotion"), (ROLLBACK, "Rollback")]
+    # A gradual rollout (docs/architecture.md#safe-promotion): started, advanced, aborted; its
+    # completion is a promotion. An automatic rollback is production's or a rollout's.
+    ROLLOUT = "rollout"
+    ADVANCE = "advance"
+    ABORT = "abort"
+    AUTO_ROLLBACK = "auto_rollback"
+    KINDS = (PROMOTION, ROLLBACK, ROLLOUT, ADVANCE, ABORT, AUTO_ROLLBACK)
+    KIND_CHOICES = [
+        (PROMOTION, "Promotion"),
+        (ROLLBACK, "Rollback"),
+        (ROLLOUT, "Rollout started"),
+        (ADVANCE, "Rollout advanced"),
+        (ABORT, "Rollout aborted"),
+        (AUTO_ROLLBACK, "Automatic rollback"),
+    ]
 
     app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="deployment_events")
-    kind = models.CharField(max_length=10, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES)
     from_deployment = models.ForeignKey(
         Deployment,
         null=True,
@@ -1107,7 +1153,17 @@ class DeploymentEvent(models.Model):
         ordering = ["-on", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["promotion", "rollback"]), name="deploymentevent_known_kind"
+                condition=Q(
+                    kind__in=[
+                        "promotion",
+                        "rollback",
+                        "rollout",
+                        "advance",
+                        "abort",
+                        "auto_rollback",
+                    ]
+                ),
+                name="deploymentevent_known_kind",
             ),
         ]
 
@@ -1380,6 +1436,132 @@ class WebhookEvent(models.Model):
             models.Index(fields=["app", "created_on"], name="webhook_event_app"),
             models.Index(fields=["fanned_out", "created_on"], name="webhook_event_pending"),
         ]
+# --------------------------------------------------------------------------------------------
+# Safe promotion (docs/architecture.md#safe-promotion)
+# --------------------------------------------------------------------------------------------
+
+
+class AppCheck(models.Model):
+    """An HTTP check an app's owners define: a request to a state's preview, in-process, and
+    the answer it must give. Run before every promotion and while production is watched."""
+
+    GET = "GET"
+    HEAD = "HEAD"
+    METHOD_CHOICES = [(GET, "GET"), (HEAD, "HEAD")]
+    MAX_PER_APP = 20
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="checks")
+    name = models.CharField(max_length=80)
+    method = models.CharField(max_length=4, choices=METHOD_CHOICES, default=GET)
+    path = models.CharField(
+        max_length=300, help_text="Below the app's root: /, /p/<page>, /assets/… or /api/…."
+    )
+    expect_status = models.PositiveSmallIntegerField(default=200)
+    expect_text = models.CharField(
+        max_length=200, blank=True, help_text="Text the answer must contain (empty: any)."
+    )
+    created_by = models.CharField(max_length=150, blank=True)
+    created_on = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["app", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["app", "name"], name="appcheck_unique_name"),
+            models.CheckConstraint(
+                condition=Q(method__in=["GET", "HEAD"]), name="appcheck_known_method"
+            ),
+            models.CheckConstraint(
+                condition=Q(expect_status__gte=100, expect_status__lte=599),
+                name="appcheck_status_100_599",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_id}:{self.name}"
+
+
+class PromotionPolicy(models.Model):
+    """An app's watch settings and its production freeze; an app without a row keeps the
+    defaults (5 % errors over 10 minutes, not frozen)."""
+
+    app = models.OneToOneField(
+        App, on_delete=models.CASCADE, primary_key=True, related_name="promotion_policy"
+    )
+    rollback_error_rate = models.PositiveSmallIntegerField(
+        default=5, help_text="Percent of answers (5xx or not found) that rolls a candidate back."
+    )
+    watch_minutes = models.PositiveSmallIntegerField(
+        default=10, help_text="How long after a promotion production's answers are watched."
+    )
+    frozen_on = models.DateTimeField(null=True, blank=True, help_text="Empty: not frozen.")
+    frozen_until = models.DateTimeField(
+        null=True, blank=True, help_text="When the freeze ends by itself (empty: at Unfreeze)."
+    )
+    frozen_by = models.CharField(max_length=150, blank=True)
+    frozen_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(rollback_error_rate__gte=1, rollback_error_rate__lte=100),
+                name="promotionpolicy_rate_1_100",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"promotion policy of {self.app_id}"
+
+
+class DeploymentWatch(models.Model):
+    """The live app's count of a deployment's answers while it is watched (production after a
+    promotion, a rollout's candidate): how many, and how many were errors."""
+
+    deployment = models.OneToOneField(
+        Deployment, on_delete=models.CASCADE, primary_key=True, related_name="watch"
+    )
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+")
+    started_on = models.DateTimeField()
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    ended_on = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return f"watch of {self.deployment_id}"
+
+
+class ScheduledPromotion(models.Model):
+    """A promotion to run at a time, of a state fixed when it was scheduled (its sha256 map):
+    at that moment it goes through the same pre-flight as any promotion."""
+
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    PROMOTED = "promoted"
+    REFUSED = "refused"
+    CANCELLED = "cancelled"
+    STATUS_CHOICES = [
+        (SCHEDULED, "Scheduled"),
+        (RUNNING, "Running"),
+        (PROMOTED, "Promoted"),
+        (REFUSED, "Refused"),
+        (CANCELLED, "Cancelled"),
+    ]
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="sp_<ms base36>_<8 chars>.")
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="scheduled_promotions")
+    ref = models.CharField(max_length=48)
+    at = models.DateTimeField()
+    state = models.JSONField(help_text='The state as scheduled: {"collection/name": sha256}.')
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_on = models.DateTimeField()
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=SCHEDULED)
+    ran_on = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True, help_text="The receipt when it ran.")
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["status", "at"], name="scheduled_due")]
 
     def __str__(self) -> str:
         return self.id
@@ -1436,3 +1618,45 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} at {self.attempted_on}"
+class ArtifactLock(models.Model):
+    """An artifact agents may not write (an owner locked it); people's restores still work."""
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="locks")
+    collection = models.CharField(max_length=32)
+    name = models.CharField(max_length=200)
+    reason = models.CharField(max_length=500, blank=True)
+    locked_by = models.CharField(max_length=150, blank=True)
+    locked_on = models.DateTimeField()
+
+    class Meta:
+        ordering = ["app", "collection", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app", "collection", "name"], name="artifactlock_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"lock of {self.collection}/{self.name}"
+
+
+class RolloutVisitor(models.Model):
+    """Which deployment a visitor was drawn onto during a rollout, by a fingerprint of their
+    address and user agent: the sandboxed page's own requests (``fetch``, modules) carry no
+    cookie, so they find the visitor's draw here (docs/architecture.md#safe-promotion)."""
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+")
+    candidate = models.CharField(max_length=40, help_text="The rollout's candidate then.")
+    fingerprint = models.CharField(max_length=64)
+    deployment = models.CharField(max_length=40)
+    created_on = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app", "candidate", "fingerprint"], name="rolloutvisitor_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint[:8]} on {self.deployment}"

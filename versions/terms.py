@@ -70,6 +70,22 @@ THREAD_REOPENED = "thread_reopened"
 THREAD_ADDRESSED = "thread_addressed"
 PROTECTION_CHANGED = "protection_changed"
 PROTECTION_OVERRIDDEN = "protection_overridden"
+# Safe promotion (docs/architecture.md#safe-promotion).
+CHECK_ADDED = "check_added"
+CHECK_REMOVED = "check_removed"
+CHECKS_OVERRIDDEN = "checks_overridden"
+WATCH_CHANGED = "watch_changed"
+ROLLOUT_STARTED = "rollout_started"
+ROLLOUT_ADVANCED = "rollout_advanced"
+ROLLOUT_COMPLETED = "rollout_completed"
+ROLLOUT_ABORTED = "rollout_aborted"
+AUTO_ROLLED_BACK = "auto_rolled_back"
+PROMOTION_SCHEDULED = "promotion_scheduled"
+SCHEDULE_CANCELLED = "schedule_cancelled"
+PRODUCTION_FROZEN = "production_frozen"
+PRODUCTION_UNFROZEN = "production_unfrozen"
+ARTIFACT_LOCKED = "artifact_locked"
+ARTIFACT_UNLOCKED = "artifact_unlocked"
 
 # Each action in words, for the Activity tab (an action not listed shows as its name).
 ACTION_LABELS = {
@@ -105,6 +121,21 @@ ACTION_LABELS = {
     THREAD_ADDRESSED: "Thread answered by a write",
     PROTECTION_CHANGED: "Protection changed",
     PROTECTION_OVERRIDDEN: "Promoted anyway",
+    CHECK_ADDED: "Check added",
+    CHECK_REMOVED: "Check removed",
+    CHECKS_OVERRIDDEN: "Promoted past failing checks",
+    WATCH_CHANGED: "Watch changed",
+    ROLLOUT_STARTED: "Rollout started",
+    ROLLOUT_ADVANCED: "Rollout advanced",
+    ROLLOUT_COMPLETED: "Rollout completed",
+    ROLLOUT_ABORTED: "Rollout aborted",
+    AUTO_ROLLED_BACK: "Rolled back automatically",
+    PROMOTION_SCHEDULED: "Promotion scheduled",
+    SCHEDULE_CANCELLED: "Scheduled promotion cancelled",
+    PRODUCTION_FROZEN: "Production frozen",
+    PRODUCTION_UNFROZEN: "Production unfrozen",
+    ARTIFACT_LOCKED: "Artifact locked",
+    ARTIFACT_UNLOCKED: "Artifact unlocked",
 }
 
 # The least role that allows each action, to name it in a refusal.
@@ -176,3 +207,5 @@ ACTION_LABELS.update(
         NOTIFICATIONS_CHANGED: "Email notifications changed",
     }
 )
+# The signed cookie that pins a visitor to one deployment during a rollout.
+ROLLOUT_COOKIE = "versions_dp"

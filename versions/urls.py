@@ -3,6 +3,7 @@
 from django.urls import path
 
 from versions import views
+from versions.views import safe_promotion as safe_views
 from versions.views import workspace as workspace_views
 
 app_name = "versions"
@@ -93,6 +94,19 @@ urlpatterns = [
     path(f"{_APP}production/", views.production, name="production"),
     path(f"{_APP}production/promote/", views.promote, name="promote"),
     path(f"{_APP}production/rollback/<str:deployment_id>/", views.rollback, name="rollback"),
+    # Safe promotion (docs/architecture.md#safe-promotion).
+    path(f"{_APP}production/rollout/", safe_views.rollout, name="production_rollout"),
+    path(f"{_APP}production/freeze/", safe_views.freeze, name="production_freeze"),
+    path(
+        f"{_APP}production/schedules/<str:schedule_id>/cancel/",
+        safe_views.cancel_schedule,
+        name="production_schedule_cancel",
+    ),
+    path(
+        f"{_APP}settings/safe-promotion/",
+        safe_views.settings_action,
+        name="safe_promotion_settings",
+    ),
     path(f"{_APP}preview/<str:ref>/", views.preview, name="preview"),
     # Compare any two states (docs/architecture.md#reviewing).
     path(f"{_APP}compare/", views.compare_pick, name="compare_pick"),

@@ -16,7 +16,14 @@ In one run, on one database, rounds interleaving ours and the baseline so load d
   production over serving them from the draft of an app without production (the live views
   called directly, so nothing but serving is timed);
 - ``promote_vs_restore``: promoting a 1,000-artifact draft that differs from production in all
-  1,000 artifacts over Restore all of 1,000.
+  1,000 artifacts over Restore all of 1,000;
+- ``rollout_serve_vs_production`` (safe promotion, docs/architecture.md#safe-promotion; goal
+  ≤ 1.1): serving the page ``index`` and the 28 KB stylesheet to a visitor pinned (by the
+  ``versions_dp`` cookie) to the candidate of a running 50 % rollout, over serving them from
+  plain production of an app just like it — both watched, as after any promotion;
+- ``check_vs_promote`` (goal ≤ 3.0): promoting one changed artifact of a 1,000-artifact app
+  with 10 HTTP checks (run in-process against the state's preview) over the same promotion of
+  a twin app without checks.
 
 Retention is raised for the run (``VERSIONS_POINTS_PER_APP``), so what is timed is the operation
 itself, never a retention pass. On SQLite every timed operation starts from a checkpointed, restarted WAL
@@ -192,6 +199,60 @@ def main() -> None:
         prod_t.append(timed(lambda: serve(big.slug)))
         draft_t.append(timed(lambda: serve(draft_only.slug)))
 
+    # --- safe promotion: serving a rollout, promoting with checks ----------------------------
+    from django.contrib.auth.models import User
+    from django.core import signing
+
+    rolling, _ = make_app("bench-rollout", SMALL)
+    plain, _ = make_app("bench-plain", SMALL)
+    services.promote(plain, by="bench")  # production is the turn, watched
+    candidate = services.promote(rolling, by="bench", rollout=50).deployment_id
+    pin = signing.get_cookie_signer(salt="versions.live.rollout").sign(candidate)
+
+    def serve_as_visitor(slug: str) -> None:
+        cookie = {"HTTP_COOKIE": f"versions_dp={pin}"}
+        page = live.index(factory.get(f"/apps/{slug}/", **cookie), slug=slug)
+        sheet = live.asset(
+            factory.get(f"/apps/{slug}/assets/App.css", **cookie), slug=slug, name="App", ext="css"
+        )
+        assert page.status_code == 200 and sheet.status_code == 200
+        assert len(sheet.content) == 28 * 1024 + len("/* turn */\n")
+        assert "versions_dp" not in page.cookies  # pinned: no new draw
+
+    for _ in range(20):
+        serve_as_visitor(rolling.slug)
+        serve_as_visitor(plain.slug)
+    rollout_t, plain_t = [], []
+    for _ in range(SERVE_ROUNDS):
+        rollout_t.append(timed(lambda: serve_as_visitor(rolling.slug)))
+        plain_t.append(timed(lambda: serve_as_visitor(plain.slug)))
+
+    owner = services.actor_for_user(User.objects.create_superuser("bench-owner", password=None))
+    checked, _ = make_app("bench-checks", BIG)
+    unchecked, _ = make_app("bench-nochecks", BIG)
+    paths = ["/", "/p/index", "/assets/App.css"] + [f"/assets/sheet-{i}.css" for i in range(7)]
+    for i, path in enumerate(paths):
+        services.promotion.add_check(checked, actor=owner, name=f"check {i}", path=path)
+    check_t, nocheck_t = [], []
+    for round_no in range(ROUNDS + 2):
+        for app, times in ((checked, check_t), (unchecked, nocheck_t)):
+            services.write_artifact(
+                app, PAGE, "index", f"<!doctype html><p>round {round_no}</p>",
+                requested_by="bench", tool="bench", run_id=f"r{round_no}",
+            )  # fmt: skip
+            receipt = None
+
+            def promote_it(app: App = app) -> None:
+                nonlocal receipt
+                receipt = services.promote(app, by="bench")
+
+            settle()
+            ms = timed(promote_it)
+            assert receipt is not None and receipt.kind == "promotion", receipt
+            assert len(receipt.checks or []) == (13 if app is checked else 3)
+            if round_no >= 2:  # the first two warm up
+                times.append(ms)
+
     restore_ms = statistics.median(restore_t)
     promote_ms = statistics.median(promote_t)
     rollback_ms = statistics.median(rollback_t)
@@ -199,6 +260,10 @@ def main() -> None:
     small_rollback_ms = statistics.median(small_rollback_t)
     prod_ms = statistics.median(prod_t)
     draft_ms = statistics.median(draft_t)
+    rollout_ms = statistics.median(rollout_t)
+    plain_ms = statistics.median(plain_t)
+    check_ms = statistics.median(check_t)
+    nocheck_ms = statistics.median(nocheck_t)
     print(
         f"database: {vendor}; {ROUNDS} rounds ({ROLLBACKS_PER_ROUND} rollbacks each), "
         f"{SERVE_ROUNDS} serving rounds, medians"
@@ -208,6 +273,11 @@ def main() -> None:
         f"rollback of {BIG}: {rollback_ms:.3f} ms (+ {receipt_ms:.3f} ms to read its {BIG} "
         f"changes for the receipt); rollback of {SMALL}: {small_rollback_ms:.3f} ms; "
         f"serve page + 28 KB from production: {prod_ms:.3f} ms, from the draft: {draft_ms:.3f} ms"
+    )
+    print(
+        f"serve page + 28 KB to a visitor pinned to a rollout's candidate: {rollout_ms:.3f} ms, "
+        f"from plain production: {plain_ms:.3f} ms; promote 1 of {BIG} with 10 HTTP checks: "
+        f"{check_ms:.2f} ms, without: {nocheck_ms:.2f} ms"
     )
     print(
         json.dumps(
@@ -226,6 +296,12 @@ def main() -> None:
                 "rollback_growth": round(rollback_ms / small_rollback_ms, 3),
                 "serve_vs_draft": round(prod_ms / draft_ms, 3),
                 "promote_vs_restore": round(promote_ms / restore_ms, 3),
+                "serve_rollout_ms": round(rollout_ms, 3),
+                "serve_plain_ms": round(plain_ms, 3),
+                "promote_checked_ms": round(check_ms, 2),
+                "promote_unchecked_ms": round(nocheck_ms, 2),
+                "rollout_serve_vs_production": round(rollout_ms / plain_ms, 3),
+                "check_vs_promote": round(check_ms / nocheck_ms, 3),
             }
         )
     )

@@ -42,6 +42,7 @@ from versions.api.schemas import (
     DeploymentPage,
     DescribedOut,
     DescribeIn,
+    FreezeIn,
     HistoryQuery,
     KeysetQuery,
     MeOut,
@@ -58,6 +59,8 @@ from versions.api.schemas import (
     ReviewsQuery,
     RollbackIn,
     SetReviewsOut,
+    RolloutIn,
+    ScheduleIn,
     WriteIn,
     WriteReceiptOut,
     known_fields,
@@ -952,6 +955,91 @@ def _wants_diff(request: HttpRequest) -> bool:
 )
 def get_me(request: HttpRequest) -> Any:
     return selectors.whoami(_actor(request))
+# --- safe promotion (docs/api.md#safe-promotion) ---------------------------------------------
+
+
+@api.post(
+    "/apps/{slug}/rollout",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Start, advance, complete or abort a gradual rollout",
+    tags=["production"],
+)
+def post_rollout(request: HttpRequest, slug: str, body: RolloutIn) -> Any:
+    receipt = services.promotion.rollout_action(
+        slug,
+        to=body.to,
+        action=body.action,
+        actor=_actor(request),
+        note=body.note,
+        ref=body.ref,
+    )
+    return _moved(request, slug, receipt)
+
+
+@api.get(
+    "/apps/{slug}/production/freeze",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Whether production is frozen, by whom, why and until when",
+    tags=["production"],
+)
+def get_freeze(request: HttpRequest, slug: str) -> Any:
+    return services.promotion.freeze_of(services.app_for(slug, actor=_actor(request)))
+
+
+@api.post(
+    "/apps/{slug}/production/freeze",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Freeze production (owners): nothing is promoted until it is unfrozen",
+    tags=["production"],
+)
+def post_freeze(request: HttpRequest, slug: str, body: FreezeIn) -> Any:
+    return services.promotion.freeze_production(
+        slug, actor=_actor(request), reason=body.reason, until=body.until
+    )
+
+
+@api.post(
+    "/apps/{slug}/production/unfreeze",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Unfreeze production (owners)",
+    tags=["production"],
+)
+def post_unfreeze(request: HttpRequest, slug: str) -> Any:
+    return services.promotion.unfreeze_production(slug, actor=_actor(request))
+
+
+@api.get(
+    "/apps/{slug}/schedules",
+    response={200: dict[str, Any], **ERRORS},
+    summary="The app's scheduled promotions, soonest first, and those that ran",
+    tags=["production"],
+)
+def get_schedules(request: HttpRequest, slug: str) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    return {"app": app.slug, "schedules": selectors.scheduled_promotions(app)}
+
+
+@api.post(
+    "/apps/{slug}/schedules",
+    response={201: dict[str, Any], **ERRORS},
+    summary="Schedule the promotion of a state, as it is now, at a future moment",
+    tags=["production"],
+)
+def post_schedule(request: HttpRequest, slug: str, body: ScheduleIn) -> Any:
+    receipt = services.promote(
+        slug, actor=_actor(request), ref=body.ref, note=body.note, at=body.at
+    )
+    return 201, receipt.as_dict()
+
+
+@api.delete(
+    "/apps/{slug}/schedules/{schedule_id}",
+    response={200: dict[str, Any], **ERRORS},
+    summary="Cancel a scheduled promotion that has not run",
+    tags=["production"],
+)
+def delete_schedule(request: HttpRequest, slug: str, schedule_id: str) -> Any:
+    return services.promotion.cancel_schedule(slug, schedule_id=schedule_id, actor=_actor(request))
 
 
 # --- outside the routes ---------------------------------------------------------------------

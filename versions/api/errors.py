@@ -21,6 +21,7 @@ from versions.errors import (
     Forbidden,
     InvalidInput,
     InvalidSpec,
+    Locked,
     NotFound,
     PreconditionFailed,
     PreconditionRequired,
@@ -41,6 +42,7 @@ BODY_TOO_LARGE = (
 # error is an instance of gives its status, so subclasses come before their bases.
 ERROR_STATUS: tuple[tuple[type[VersionsError], int], ...] = (
     (UnknownField, 422),
+    (Locked, 423),
     (PreflightFailed, 409),
     (PreconditionFailed, 412),
     (PreconditionRequired, 428),

@@ -39,6 +39,7 @@ SET_ID_PATTERN = r"^(cs_rp|rs)_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 WRITER_SET_ID_PATTERN = r"^cs_rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 POINT_ID_PATTERN = r"^rp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 COMMENT_ID_PATTERN = r"^cm_[0-9a-z]{1,14}_[0-9a-z]{8}$"
+SCHEDULE_ID_PATTERN = r"^sp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 DEPLOYMENT_ID_PATTERN = r"^dp_[0-9a-z]{1,14}_[0-9a-z]{1,16}$"
 REF_BODY = r"(draft|production|release|(cs_rp|rs|rp|dp)_[0-9a-z]{1,14}_[0-9a-z]{1,16})"
 REF_PATTERN = f"^{REF_BODY}$"
@@ -166,6 +167,7 @@ def path_parameter_rules() -> dict[str, dict[str, Any]]:
         "point_id": {"type": "string", "pattern": POINT_ID_PATTERN},
         "comment_id": {"type": "string", "pattern": COMMENT_ID_PATTERN},
         "refs": {"type": "string", "pattern": COMPARE_PATTERN, "maxLength": 2 * REF_MAX + 3},
+        "schedule_id": {"type": "string", "pattern": SCHEDULE_ID_PATTERN},
     }
 
 
@@ -948,3 +950,48 @@ class MeOut(Schema):
 
 
 REVIEW_VERDICTS = ("approve", "request_changes", "comment")
+# --- safe promotion (docs/api.md#safe-promotion) ---------------------------------------------
+
+
+class RolloutIn(_JsonObject):
+    """A gradual rollout: ``{to}`` starts one (of ``ref``, default the draft) when none runs,
+    else advances it; ``{action: complete|abort}`` ends it."""
+
+    to: int | None = Field(None, strict=True, ge=1, le=99, description="Percent of visitors.")
+    action: Literal["complete", "abort"] | None = None
+    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
+    note: str = Field(
+        "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
+    )
+
+    @field_validator("ref", "note")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""
+
+
+class FreezeIn(_JsonObject):
+    """Freeze production: why (required), and when it ends by itself (optional)."""
+
+    reason: str = Field(..., max_length=NOTE_MAX, json_schema_extra=NOTE_RULES)
+    until: datetime | None = Field(None, description="ISO 8601 with its offset.")
+
+    @field_validator("reason")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""
+
+
+class ScheduleIn(_JsonObject):
+    """Promote the state ``ref`` names, as it is now, at ``at`` (in the future)."""
+
+    at: str = Field(..., max_length=64, description="ISO 8601 with its offset.")
+    ref: str = Field("draft", max_length=REF_MAX, json_schema_extra={"pattern": REF_PATTERN})
+    note: str = Field(
+        "", max_length=NOTE_MAX, description=NOTE_DESCRIPTION, json_schema_extra=NOTE_RULES
+    )
+
+    @field_validator("at", "ref", "note")
+    @classmethod
+    def _no_nul(cls, value: str, info: Any) -> str:
+        return _clean_text(value, info.field_name) or ""

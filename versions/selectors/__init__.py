@@ -136,6 +136,8 @@ from versions.selectors.production import (
     production_notice,
     production_overview,
     promotion_line_counts,
+    safe_promotion_settings,
+    scheduled_promotions,
 )
 from versions.selectors.reading import ReadingState, reading_layout, reading_state, viewed_keys
 from versions.selectors.release import (
@@ -239,6 +241,8 @@ __all__ = [
     "deployment_out",
     "event_out",
     "production_overview",
+    "safe_promotion_settings",
+    "scheduled_promotions",
     "promotion_line_counts",
     "AT_ABSENT",
     "AT_NOT_STORED",

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
+
 from versions.diffing import count_line_changes
 from versions.messages import PRODUCTION_STILL_SERVES
-from versions.models import App, Deployment, DeploymentEvent
+from versions.models import (
+    App,
+    AppCheck,
+    ArtifactLock,
+    Deployment,
+    DeploymentEvent,
+    DeploymentWatch,
+    PromotionPolicy,
+    ScheduledPromotion,
+)
 from versions.selectors.agent import iso_utc
 from versions.selectors.panel import blob_sources
 
@@ -25,12 +36,13 @@ def deployment_out(deployment: Deployment, production_id: str | None) -> dict[st
         "created_on": iso_utc(deployment.created_on),
         "note": deployment.note,
         "is_production": deployment.id == production_id,
+        "checks": deployment.checks,
     }
 
 
 def event_out(event: DeploymentEvent) -> dict[str, Any]:
     """One promotion or rollback of the history as JSON: who, when, note, from → to."""
-    return {
+    out = {
         "kind": event.kind,
         "from": event.from_deployment_id,
         "to": event.to_deployment_id,
@@ -38,11 +50,18 @@ def event_out(event: DeploymentEvent) -> dict[str, Any]:
         "on": iso_utc(event.on),
         "note": event.note,
     }
+    receipt = event.receipt or {}
+    for key in ("rollout", "cause"):  # a rollout's share, an automatic rollback's cause
+        if key in receipt:
+            out[key] = receipt[key]
+    return out
 
 
 def production_overview(app: App) -> dict[str, Any]:
     """The app's production deployment, its deployments (newest first) and its history."""
-    production = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
+    production, candidate, share = App.objects.filter(pk=app.pk).values_list(
+        "production_id", "candidate_id", "rollout_share"
+    ).first() or (None, None, 0)
     deployments = Deployment.objects.filter(app=app).order_by("-created_on", "-id")
     history = DeploymentEvent.objects.filter(app=app).order_by("-on", "-id")[:HISTORY_LIMIT]
     return {
@@ -50,6 +69,72 @@ def production_overview(app: App) -> dict[str, Any]:
         "production": production,
         "deployments": [deployment_out(d, production) for d in deployments],
         "history": [event_out(e) for e in history],
+        "rollout": rollout_of(candidate, share),
+        "freeze": freeze_state(app),
+        "schedules": scheduled_promotions(app, pending_only=True),
+    }
+
+
+# --- safe promotion (docs/architecture.md#safe-promotion) -----------------------------------
+
+
+def rollout_of(candidate: str | None, share: int) -> dict[str, Any] | None:
+    """The running rollout: its candidate, share and what the watch counted (None: none)."""
+    if candidate is None:
+        return None
+    watch = DeploymentWatch.objects.filter(pk=candidate).values_list("requests", "errors").first()
+    requests, errors = watch or (0, 0)
+    return {"candidate": candidate, "share": share, "requests": requests, "errors": errors}
+
+
+def freeze_state(app: App) -> dict[str, Any]:
+    """Production's freeze: ``{"frozen": false}``, or since when, by whom, why, until when."""
+    policy = PromotionPolicy.objects.filter(app=app).first()
+    now = timezone.now()
+    if (
+        policy is None
+        or policy.frozen_on is None
+        or (policy.frozen_until is not None and policy.frozen_until <= now)
+    ):
+        return {"frozen": False}
+    return {
+        "frozen": True,
+        "since": iso_utc(policy.frozen_on),
+        "until": iso_utc(policy.frozen_until) if policy.frozen_until else None,
+        "by": policy.frozen_by,
+        "reason": policy.frozen_reason,
+    }
+
+
+def scheduled_promotions(app: App, *, pending_only: bool = False) -> list[dict[str, Any]]:
+    """The app's scheduled promotions, soonest first (with those that ran, unless
+    ``pending_only``)."""
+    rows = ScheduledPromotion.objects.filter(app=app).order_by("at", "id")
+    if pending_only:
+        rows = rows.filter(status=ScheduledPromotion.SCHEDULED)
+    return [
+        {
+            "id": row.id,
+            "ref": row.ref,
+            "at": iso_utc(row.at),
+            "status": row.status,
+            "artifacts": len(row.state or {}),
+            "note": row.note,
+            "created_by": row.created_by,
+            "result": row.result,
+        }
+        for row in rows[:100]
+    ]
+
+
+def safe_promotion_settings(app: App) -> dict[str, Any]:
+    """What the Settings page shows of safe promotion: the HTTP checks, the watch, the locks."""
+    policy = PromotionPolicy.objects.filter(app=app).first() or PromotionPolicy(app=app)
+    return {
+        "checks": list(AppCheck.objects.filter(app=app).order_by("name")),
+        "rollback_error_rate": policy.rollback_error_rate,
+        "watch_minutes": policy.watch_minutes,
+        "locks": list(ArtifactLock.objects.filter(app=app).order_by("collection", "name")),
     }
 
 

@@ -27,6 +27,8 @@ roles, flows and refs in :mod:`versions.terms`.
 - ``portable`` — one app's whole history to an archive and back (docs/operations.md#dump-load);
 - ``reading`` — a person's comparison layout and Viewed marks (docs/architecture.md#reviewing);
 - ``retention`` — pruning and pins;
+- ``promotion`` — safe promotion: checks, rollouts, the watch, schedules, freezes and locks
+  (docs/architecture.md#safe-promotion), one namespace (``services.promotion.<verb>``);
 - ``reviews`` — reviews, line comments and an app's protection (docs/architecture.md#reviews);
 - ``routes`` — the route-save path (docs/architecture.md#live-app);
 - ``tokens`` — agent tokens;
@@ -70,7 +72,6 @@ from versions.services.capture import (
 )
 from versions.services.deployments import (
     PromotionReceipt,
-    event_receipt,
     promote,
     rollback_production,
 )
@@ -92,6 +93,9 @@ from versions.services.naming import (
 from versions.services.portable import (
     dump_app,
     load_app,
+)
+from versions.services.promotion import (
+    promotion,
 )
 from versions.services.reading import (
     mark_viewed,
@@ -139,7 +143,7 @@ from versions.services.validation import (
 )
 
 __all__ = [
-    "event_receipt",
+    "promotion",
     "dump_app",
     "load_app",
     "add_comment",

@@ -19,7 +19,7 @@ from versions.messages import (
     NAME_LOOKS_LIKE,
 )
 from versions.models import API_ROUTE, App, Artifact
-from versions.services import _sql, retention, routes, webhooks
+from versions.services import _sql, locks, retention, routes, webhooks
 from versions.services._store import sha256_hex
 from versions.services.access import (
     Actor,
@@ -580,6 +580,7 @@ def write_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
+            locks.check_unlocked(app_obj, collection, name, actor)
             keep = conf.points_per_app()
             row = _lock(app_obj, collection, name, create=True, keep=keep, who=who)
             assert row is not None
@@ -635,6 +636,7 @@ def delete_artifact(
     def attempt() -> WriteReceipt:
         with transaction.atomic():
             app_obj = resolve_app(app)
+            locks.check_unlocked(app_obj, collection, name, actor)
             keep = conf.points_per_app()
             row = _lock(app_obj, collection, name, create=False, keep=keep, who=who)
             if row is None or row.deleted:

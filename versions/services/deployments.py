@@ -15,12 +15,13 @@ follow production: the app's ``route_generation`` moves with the pointer, in the
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import F
+from django.utils import timezone
 
 from versions import selectors, terms
 from versions.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -28,6 +29,10 @@ from versions.messages import (
     FINDING_PROTECTED,
     OVERRIDE_NOT_OWNER,
     OVERRIDE_REASON_NEEDED,
+    ROLLOUT_BAD_SHARE,
+    ROLLOUT_NEEDS_PRODUCTION,
+    ROLLOUT_STARTED_MESSAGE,
+    SCHEDULE_WITH_ROLLOUT,
 )
 from versions.models import (
     API_ROUTE,
@@ -36,9 +41,10 @@ from versions.models import (
     Deployment,
     DeploymentEntry,
     DeploymentEvent,
+    DeploymentWatch,
     RestorePoint,
 )
-from versions.services import engine
+from versions.services import engine, gates, schedules, validation
 from versions.services import refs as states
 from versions.services.access import (
     Actor,
@@ -71,9 +77,12 @@ NO_EARLIER_DEPLOYMENT = (
     "deployment to roll back to."
 )
 DEPLOYMENT_NOT_FOUND = "App “{app}” has no deployment “{id}”."
-NOTE_NOT_TEXT = "A note must be text."
-NOTE_TOO_LONG = "A note is at most 500 characters."
-NOTE_HAS_CONTROL = "A note cannot contain control characters."
+# A note's rules are shared with safe promotion's reasons (validation.clean_note).
+NOTE_NOT_TEXT, NOTE_TOO_LONG, NOTE_HAS_CONTROL = (
+    validation.NOTE_NOT_TEXT,
+    validation.NOTE_TOO_LONG,
+    validation.NOTE_HAS_CONTROL,
+)
 
 # Pre-flight findings, one reason in words per failing artifact.
 FINDING_BAD_ROUTE = "Its route spec is not valid: {detail}"
@@ -104,17 +113,7 @@ _RECEIPT_KEYS = (
 )
 
 
-def _clean_note(note: object) -> str:
-    if note is None:
-        return ""
-    if not isinstance(note, str):
-        raise InvalidInput(NOTE_NOT_TEXT, field="note")
-    note = " ".join(note.split())
-    if any(unicodedata.category(char) in ("Cc", "Cs") for char in note):
-        raise InvalidInput(NOTE_HAS_CONTROL, field="note")
-    if len(note) > 500:
-        raise InvalidInput(NOTE_TOO_LONG, field="note")
-    return note
+_clean_note = validation.clean_note
 
 
 def _short(sha: str | None) -> str:
@@ -260,9 +259,27 @@ class PromotePlan(MovePlan):
     rules: tuple[engine.MoveRule, ...] = ()
     # An owner's reason to promote past the app's protection ("Promote anyway").
     override_reason: str = ""
+    # A gradual rollout (docs/architecture.md#safe-promotion): the state becomes a candidate
+    # served to this share of visitors instead of production.
+    rollout: int | None = None
 
     def __post_init__(self) -> None:
-        self.rules = (rule_state_ships, rule_all_reviewed, self.rule_protected, *self.rules)
+        self.rules = (
+            rule_state_ships,
+            rule_all_reviewed,
+            self.rule_protected,
+            gates.rule_not_frozen,
+            gates.rule_no_rollout,
+            self.rule_checks,
+            *self.rules,
+        )
+        if self.rollout is not None:
+            self.audit_action = terms.ROLLOUT_STARTED
+
+    def rule_checks(self, move: Move, request: Request) -> list[Finding]:
+        """The state's checks pass (built in and the app's HTTP checks), unless an owner
+        promotes anyway with a reason."""
+        return gates.rule_checks(move, request, override_reason=self.override_reason)
 
     def rule_protected(self, move: Move, request: Request) -> list[Finding]:
         """With required approvals on the app (docs/architecture.md#protection): every change
@@ -304,7 +321,41 @@ class PromotePlan(MovePlan):
     def move(self, subject: Subject, locked: App) -> Move:
         state = states.resolve_state(locked, self.ref)
         changed, unchanged = _diff(_held(locked.production_id), state)
-        return Move(PROMOTION, state.ref, locked.production_id, None, state, changed, unchanged)
+        move = Move(PROMOTION, state.ref, locked.production_id, None, state, changed, unchanged)
+        minutes = gates.policy_of(locked).watch_minutes
+        if self.rollout is None:
+            # Production is watched for its first minutes (docs/architecture.md#safe-promotion).
+            move.pointers = lambda to: {
+                "production_id": to,
+                "watch_until": timezone.now() + timedelta(minutes=minutes),
+            }
+        else:
+            if locked.production_id is None:
+                raise Conflict(ROLLOUT_NEEDS_PRODUCTION.format(slug=locked.slug))
+            share = self.rollout
+            move.kind, move.rollout = DeploymentEvent.ROLLOUT, share
+            move.message = ROLLOUT_STARTED_MESSAGE.format(deployment="{deployment}", share=share)
+            move.pointers = lambda to: {"candidate_id": to, "rollout_share": share}
+        move.then = lambda to, now: watch_begins(locked, to, now)
+        return move
+
+
+def watch_begins(app: App, deployment_id: str, now: Any) -> None:
+    """The live app counts the answers of ``deployment_id`` from now on (a promoted
+    production for its first minutes, a rollout's candidate while it runs)."""
+    DeploymentWatch.objects.update_or_create(
+        deployment_id=deployment_id,
+        defaults={"app": app, "started_on": now, "requests": 0, "errors": 0, "ended_on": None},
+    )
+
+
+def check_share(share: object) -> int:
+    """A rollout's share of visitors, 1-99, or ``InvalidInput`` in words."""
+    if isinstance(share, str) and share.strip().isdigit():
+        share = int(share)
+    if isinstance(share, bool) or not isinstance(share, int) or not 1 <= share <= 99:
+        raise InvalidInput(ROLLOUT_BAD_SHARE.format(share=str(share)[:20]), field="rollout")
+    return share
 
 
 def promote(
@@ -317,6 +368,8 @@ def promote(
     dry_run: bool = False,
     actor: Actor | None = None,
     override_reason: str = "",
+    rollout: object = None,
+    at: Any = None,
 ) -> PromotionReceipt:
     """Ship the state ``ref`` names (default the draft) to production, or change nothing.
 
@@ -328,7 +381,20 @@ def promote(
     only when made ``--can-promote``). With the app's protection on, every change set it ships
     needs its approvals (a finding otherwise); an owner's ``override_reason`` promotes anyway,
     kept as the deployment's note and in the audit trail.
+
+    Safe promotion (docs/architecture.md#safe-promotion): the state's checks run first (a
+    failing one is a finding an owner's ``override_reason`` promotes past); nothing is
+    promoted while production is frozen or a rollout runs. ``rollout`` (1-99) makes the state
+    a candidate served to that share of visitors; ``at`` (a future moment) schedules the
+    promotion of the state as it is now instead.
     """
+    if at is not None:
+        if rollout is not None:
+            raise InvalidInput(SCHEDULE_WITH_ROLLOUT, field="rollout")
+        return schedules.schedule_promotion(
+            app, actor=actor, by=by, ref=ref, at=at, note=note, dry_run=dry_run
+        )
+    share = check_share(rollout) if rollout is not None else None
     request = engine.requested(by=by, actor=actor, dry_run=dry_run, expected=expected)
     reason = _clean_note(override_reason)
     if override_reason and not reason:
@@ -336,7 +402,7 @@ def promote(
     note = _clean_note(note)
     if reason:
         note = _clean_note(" ".join(filter(None, [OVERRIDE_NOTE.format(reason=reason), note])))
-    plan = PromotePlan(app, states.check_ref(ref), note, override_reason=reason)
+    plan = PromotePlan(app, states.check_ref(ref), note, override_reason=reason, rollout=share)
     return engine.execute(plan, request)  # type: ignore[no-any-return]
 
 
@@ -442,7 +508,12 @@ class RollbackPlan(MovePlan):
                 changes_of = None
                 changes, unchanged = _compare(locked, current, target)
         load = (lambda: _history_changes(*changes_of)) if changes_of else None
-        return Move(ROLLBACK, target, current, target, None, changes, unchanged, load, changes_of)
+        rollback = Move(
+            ROLLBACK, target, current, target, None, changes, unchanged, load, changes_of
+        )
+        # The deployment rolled back to is not watched: the watch was its promotion's.
+        rollback.pointers = lambda to: {"production_id": to, "watch_until": None}
+        return rollback
 
 
 def rollback_production(

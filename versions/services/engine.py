@@ -21,6 +21,11 @@ Promote and Roll back production are plans too (:class:`MovePlan`): they say whe
 production pointer moves ("this pointer moves here", :class:`Move`). The same executor looks
 the app up, checks the actor, locks the app row once, runs the plan's pre-flight rules, stores
 the deployment a promotion ships, records the move in the history and moves the pointer.
+Safe promotion's steps (docs/architecture.md#safe-promotion) are move plans too: a rollout's
+start, Advance, Complete rollout, Abort rollout and the watch's automatic rollback say which
+pointers they set (``Move.pointers``: the candidate and its share, or production) and what
+follows in the same transaction (``Move.then``: a watch begins or ends); checks and a freeze
+are their pre-flight rules.
 
 A restore *re-points*: artifacts move to blobs that are already stored and counter-points
 reference the blobs they replace; no source bytes are copied or re-read, except where a route
@@ -966,9 +971,21 @@ class Move:
     unchanged: int = 0
     load_changes: Callable[[], list[Change]] | None = None
     changes_of: tuple[int, bool] | None = None  # a rollback reusing an earlier move's list
+    # Safe promotion (docs/architecture.md#safe-promotion): the checks the state passed (kept
+    # on its deployment and receipt), the pointers the move sets (default: production), what
+    # it says and what follows it in the same transaction (a watch begins).
+    checks: list[Any] | None = None
+    pointers: Callable[[str], dict[str, Any]] | None = None
+    message: str = ""
+    rollout: int | None = None
+    cause: str = ""
+    then: Callable[[str, datetime], None] | None = None
+    nothing_to_do: bool | None = None
 
     @property
     def noop(self) -> bool:
+        if self.nothing_to_do is not None:
+            return self.nothing_to_do
         if self.kind == ROLLBACK_KIND:
             return self.to == self.previous
         return self.previous is not None and not self.changes
@@ -1010,6 +1027,8 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
             changes=changed,
             unchanged=move.unchanged,
             findings=findings,
+            checks=move.checks,
+            rollout=move.rollout,
             message=MOVE_NOOP_MESSAGE
             if move.noop and not findings
             else MOVE_DRY_RUN.format(changed=len(changed), s="" if len(changed) == 1 else "s"),
@@ -1017,7 +1036,11 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
     if findings:
         details = " ".join(f"{f.name}: {f.reason}" for f in findings)
         refused = PromotionReceipt(
-            kind=PREFLIGHT_FAILED_KIND, ref=move.ref, findings=findings, created_by=request.by
+            kind=PREFLIGHT_FAILED_KIND,
+            ref=move.ref,
+            findings=findings,
+            created_by=request.by,
+            checks=move.checks,
         )
         refused.message = MOVE_PREFLIGHT_FAILED.format(
             count=len(findings), s="" if len(findings) == 1 else "s", details=details
@@ -1026,7 +1049,9 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
     if move.noop:
         return PromotionReceipt(kind=NOOP, ref=move.ref, message=MOVE_NOOP_MESSAGE)
     now = ids.ms_to_datetime(ids.now_ms())
-    to = move.to or _store_deployment(locked, move.state, by=request.by, note=plan.note, now=now)
+    to = move.to or _store_deployment(
+        locked, move.state, by=request.by, note=plan.note, now=now, checks=move.checks
+    )
     receipt = PromotionReceipt(
         kind=move.kind,
         ref=to if move.kind == ROLLBACK_KIND else move.ref,
@@ -1038,8 +1063,13 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
         created_on=iso_ms(now),
         note=plan.note,
         load_changes=move.load_changes,
+        checks=move.checks,
+        rollout=move.rollout,
+        cause=move.cause,
     )
-    if move.kind == ROLLBACK_KIND:
+    if move.message:
+        receipt.message = move.message.format(deployment=to, previous=move.previous)
+    elif move.kind == ROLLBACK_KIND:
         receipt.message = ROLLED_BACK.format(previous=move.previous, deployment=to)
     else:
         count = len(receipt.changed)
@@ -1062,13 +1092,16 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
     )
     # Every server's route table follows at its next request: the generation moves in the
     # same statement as the pointer.
-    App.objects.filter(pk=locked.pk).update(
-        production_id=to, route_generation=F("route_generation") + 1
-    )
+    pointers = move.pointers(to) if move.pointers is not None else {"production_id": to}
+    App.objects.filter(pk=locked.pk).update(**pointers, route_generation=F("route_generation") + 1)
+    if move.then is not None:
+        move.then(to, now)
     return receipt
 
 
-def _store_deployment(locked: App, state: Any, *, by: str, note: str, now: datetime) -> str:
+def _store_deployment(
+    locked: App, state: Any, *, by: str, note: str, now: datetime, checks: list[Any] | None = None
+) -> str:
     """A new deployment of ``state``: per artifact, the blob of its source (no bytes copied),
     a few statements for any number of entries."""
     deployment_id = f"dp_{ids.base36(ids.datetime_to_ms(now))}_{ids.random_suffix()}"
@@ -1082,6 +1115,7 @@ def _store_deployment(locked: App, state: Any, *, by: str, note: str, now: datet
         created_by=by,
         created_on=now,
         note=note,
+        checks=[c.as_dict() for c in checks or []],
     )
     qn = connection.ops.quote_name
     table = qn(DeploymentEntry._meta.db_table)

@@ -130,6 +130,18 @@ class Change:
 
 
 @dataclass
+class CheckResult:
+    """One check run on a state before it is promoted (built in, or an app's HTTP check)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
 class PromotionReceipt:
     """What a promotion or rollback did (``promotion``, ``rollback``), did not need to do
     (``noop``), would do (``dry_run``) or refused (``preflight_failed``).
@@ -150,6 +162,14 @@ class PromotionReceipt:
     findings: list[Finding] = field(default_factory=list)
     message: str = ""
     load_changes: Callable[[], list[Change]] | None = None
+    # Safe promotion (docs/api.md#safe-promotion): the checks run before it, the share of
+    # visitors a rollout serves, and what made an automatic rollback roll back.
+    checks: list[CheckResult] | None = None
+    rollout: int | None = None
+    cause: str = ""
+    # A scheduled promotion (``kind: scheduled``): its id and when it runs.
+    schedule_id: str | None = None
+    at: str | None = None
 
     @property
     def changed(self) -> list[Change]:
@@ -274,7 +294,33 @@ def _restore_json(receipt: RestoreReceipt) -> dict[str, Any]:
     return data
 
 
+SCHEDULED = "scheduled"
+
+
 def _promotion_json(receipt: PromotionReceipt, *, with_changes: bool) -> dict[str, Any]:
+    if receipt.kind == SCHEDULED:
+        return {
+            "kind": SCHEDULED,
+            "scheduleId": receipt.schedule_id,
+            "ref": receipt.ref,
+            "at": receipt.at,
+            "created_by": receipt.created_by,
+            "note": receipt.note,
+            "message": receipt.message,
+        }
+    data = _promotion_keys(receipt, with_changes=with_changes)
+    if receipt.checks is not None and receipt.kind != NOOP:
+        data["checks"] = [c.as_dict() for c in receipt.checks]
+    if receipt.rollout is not None:
+        data["rollout"] = receipt.rollout
+    if receipt.cause:
+        data["cause"] = receipt.cause
+    if receipt.kind not in (NOOP, PREFLIGHT_FAILED, DRY_RUN, PROMOTION, ROLLBACK):
+        data["message"] = receipt.message
+    return data
+
+
+def _promotion_keys(receipt: PromotionReceipt, *, with_changes: bool) -> dict[str, Any]:
     findings = [finding_json(f, with_point=False) for f in receipt.findings]
     if receipt.kind == NOOP:
         return {"kind": NOOP, "message": receipt.message}

@@ -162,3 +162,23 @@ def validate_message(value: object) -> str:
                 field="message",
             )
     return value
+
+
+NOTE_NOT_TEXT = "A note must be text."
+NOTE_TOO_LONG = "A note is at most 500 characters."
+NOTE_HAS_CONTROL = "A note cannot contain control characters."
+
+
+def clean_note(note: object) -> str:
+    """A note or reason (at most 500 characters, spaces folded, no control characters), or
+    ``InvalidInput`` in words."""
+    if note is None:
+        return ""
+    if not isinstance(note, str):
+        raise InvalidInput(NOTE_NOT_TEXT, field="note")
+    note = " ".join(note.split())
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in note):
+        raise InvalidInput(NOTE_HAS_CONTROL, field="note")
+    if len(note) > 500:
+        raise InvalidInput(NOTE_TOO_LONG, field="note")
+    return note

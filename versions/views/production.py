@@ -6,15 +6,18 @@ services check that the person may promote."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods
 
 from versions import selectors, services
 from versions.errors import InvalidInput, NotFound, PreflightFailed
+from versions.messages import CHECK_COLLECTION
 from versions.models import App
 from versions.terms import (
     DRAFT,
@@ -25,6 +28,19 @@ from versions.views._common import actor_of, app_of, is_fragment, panel_view, pe
 from versions.views.restoring import parse_expected
 
 PROMOTE_TITLE = "Promote to production"
+BAD_MOMENT = "Give a date and time (UTC), e.g. 2026-12-24 09:00."
+
+
+def moment_utc(value: str) -> datetime | None:
+    """A ``datetime-local`` field's value, read in UTC (None when empty); ``InvalidInput``."""
+    if not value.strip():
+        return None
+    moment = parse_datetime(value.strip())
+    if moment is None:
+        raise InvalidInput(BAD_MOMENT, field="at")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 ROLLBACK_TITLE = "Roll back production"
 
 
@@ -91,6 +107,8 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     note = params.get("note", "")
     override = params.get("override_reason", "") if request.method == "POST" else ""
     actor = actor_of(request)
+    # Safe promotion (docs/architecture.md#safe-promotion): Start rollout, Schedule promotion.
+    mode = params.get("mode", "") if request.method == "POST" else ""
 
     def run(dry_run: bool) -> Any:
         return services.promote(
@@ -101,17 +119,19 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
             expected=expected or None,
             dry_run=dry_run,
             override_reason=override,
+            rollout=params.get("rollout", "") if mode == "rollout" else None,
+            at=moment_utc(params.get("at", "")) or "" if mode == "schedule" else None,
         )
 
     if request.method == "POST":
         data = _data(lambda: run(False))
-        status = 409 if data.get("kind") == "preflight_failed" else 200
+        status = 409 if data.get("kind") in ("preflight_failed", "error") else 200
         if not is_fragment(request) and status == 200:
             return redirect(reverse("versions:production", args=[app.slug]))
         return _body(request, app, status=status, receipt=data)
     data = _data(lambda: run(True))
     findings = data.get("findings") or []
-    protection = [f for f in findings if f.get("collection") == PROTECTION_FINDING]
+    protection = [f for f in findings if f.get("collection") in (PROTECTION_FINDING, CHECK_FINDING)]
     ctx = {
         "app": app,
         "title": PROMOTE_TITLE,
@@ -130,8 +150,10 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, template if is_fragment(request) else "versions/promote_page.html", ctx)
 
 
-# The collection a protection finding names (a change set, not an artifact).
+# The collection a protection finding names (a change set, not an artifact), and a failing
+# check's: an owner may promote past either with a reason.
 PROTECTION_FINDING = "change set"
+CHECK_FINDING = CHECK_COLLECTION
 
 
 def _carry(data: dict[str, Any]) -> list[tuple[str, str]]:

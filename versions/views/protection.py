@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 from versions import selectors, services
 from versions.errors import InvalidInput
 from versions.forms import ProtectionForm
-from versions.models import App
+from versions.models import COLLECTIONS, App
 from versions.terms import EVENT_LABELS, MANAGE
 from versions.views._common import actor_of, is_fragment, panel_view, perms, render_tab
 
@@ -52,6 +52,8 @@ def settings_page(
         "event_choices": list(EVENT_LABELS.items()),
         "webhook_form": {},
     }
+    # Safe promotion's section (docs/architecture.md#safe-promotion): checks, watch, locks.
+    ctx.update(safe=selectors.safe_promotion_settings(app), collections=COLLECTIONS)
     ctx.update(perms(request, app), **extra)
     return render_tab(
         request,
