@@ -30,6 +30,7 @@ from versions.models import (
     ReleaseMark,
     RestorePoint,
 )
+from versions.replicas import read_alias
 from versions.selectors.agent import acted_on_by
 from versions.selectors.reviews import protection_of, review_states
 
@@ -289,6 +290,7 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
         wanted * 2,
         "all",
         binary=True,
+        using=read_alias(),  # a replica's, when this request may read there
     )
     deltas = [(sha, data, base) for sha, data, _, base in rows if base is not None]
     rows = [(sha, data, compressed) for sha, data, compressed, base in rows if base is None]
