@@ -197,7 +197,7 @@ def make_clusters(max_connections: int = 60) -> Clusters:
         user = pwd.getpwnam("postgres")
         os.chown(root, user.pw_uid, user.pw_gid)
     primary_port = free_port(PRIMARY_PORT)
-    standby_port = free_port(STANDBY_PORT if STANDBY_PORT != primary_port else None)
+    standby_port = free_port(STANDBY_PORT if primary_port != STANDBY_PORT else None)
     clusters = Clusters(root, binaries, primary_port, standby_port, as_postgres)
     try:
         clusters.run(

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-
 from replica_helpers import (
     Browser,
     Clusters,
