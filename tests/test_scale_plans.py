@@ -203,7 +203,12 @@ OTHER_POINTS = 60
 OTHER_ARTIFACTS = 12
 
 
-def _fill_other_apps() -> None:
+def _fill_other_apps(
+    apps_n: int = OTHER_APPS,
+    sets_n: int = OTHER_SETS,
+    points_n: int = OTHER_POINTS,
+    artifacts_n: int = OTHER_ARTIFACTS,
+) -> None:
     """Other apps' history with bulk inserts: artifacts, sets, points, a blob each; the hot app
     built afterwards through the services is then a few percent of every table's rows."""
     from datetime import UTC, datetime, timedelta
@@ -212,21 +217,21 @@ def _fill_other_apps() -> None:
 
     now = datetime.now(UTC) - timedelta(days=3)
     apps = App.objects.bulk_create(
-        [App(slug=f"other-{i}", name=f"Other {i}") for i in range(OTHER_APPS)]
+        [App(slug=f"other-{i}", name=f"Other {i}") for i in range(apps_n)]
     )
     blobs, artifacts, sets, points = [], [], [], []
     for a, app in enumerate(apps):
         text = f"<p>other {a}</p>\n" * 20
         sha = hashlib.sha256(text.encode()).hexdigest()
         blobs.append(Blob(sha256=sha, data=text.encode(), size=len(text), chars=len(text)))
-        for n in range(OTHER_ARTIFACTS):
+        for n in range(artifacts_n):
             artifacts.append(
                 Artifact(
                     app=app, collection="pltf_page", name=f"page-{n}", blob_id=sha, sha256=sha,
                     size=len(text), updated_on=now,
                 )
             )  # fmt: skip
-        for s in range(OTHER_SETS):
+        for s in range(sets_n):
             sets.append(
                 ChangeSet(id=f"cs_o{a}_{s}", app=app, kind="change", created_on=now, run_id=f"r{s}")
             )
@@ -234,11 +239,11 @@ def _fill_other_apps() -> None:
     Artifact.objects.bulk_create(artifacts)
     ChangeSet.objects.bulk_create(sets)
     arts = {(x.app_id, x.name): x.pk for x in Artifact.objects.filter(app__in=apps)}
-    per_set = OTHER_POINTS // OTHER_SETS
+    per_set = points_n // sets_n
     versions = []  # each point's own earlier version, as a busy app's history holds
     for a, app in enumerate(apps):
         sha = blobs[a].sha256
-        for p in range(OTHER_POINTS):
+        for p in range(points_n):
             text = f"<p>other {a} version {p}</p>\n" * 20
             earlier = hashlib.sha256(text.encode()).hexdigest()
             versions.append(
@@ -246,7 +251,7 @@ def _fill_other_apps() -> None:
             )
             points.append(
                 RestorePoint(
-                    id=f"rp_o{a}_{p}", app=app, artifact_id=arts[(app.pk, f"page-{p % 12}")],
+                    id=f"rp_o{a}_{p}", app=app, artifact_id=arts[(app.pk, f"page-{p % artifacts_n}")],
                     kind="capture", previous_blob_id=earlier, previous_sha256=earlier,
                     previous_existed=True, source_stored=True, new_sha256=sha,
                     requested_by="bulk", tool="bulk", created_on=now + timedelta(seconds=p),
@@ -337,8 +342,48 @@ def test_a_hot_apps_panel_reads_only_its_rows(settings, statistics):
                     continue
                 reads = _plan_nodes(sql, seqscan=statistics == "realistic statistics")
                 offenders += [f"{who} {url}: {read} in {sql[:400]}" for read in reads]
-                if who == "member" and url == "/":
-                    # The apps a member sees travel as a subquery, not as a list of every id.
-                    if re.search(r"IN \((\d+, ){20,}", sql):
-                        offenders.append(f"{who} {url}: a literal list of app ids in {sql[:200]}")
+                # The apps a member sees travel as a subquery, not as a list of every id.
+                if re.search(r"IN \((\d+, ){20,}", sql):
+                    offenders.append(f"{who} {url}: a literal list of ids in {sql[:200]}")
     assert not offenders, "\n".join(sorted(set(offenders)))
+
+
+def _artifact_rows_read() -> int:
+    """Rows of the artifact table this transaction has read so far (PostgreSQL's own count)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) "
+            "FROM pg_stat_xact_user_tables WHERE relname = 'versions_artifact'"
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.postgres
+def test_a_write_at_the_limit_reads_only_the_artifacts_it_prunes(settings):
+    """A write that prunes in an app of 150 artifacts reads a few artifact rows (its own, and
+    those of the points it prunes), never every artifact of the app: the pruner's lock step
+    once walked all of them (in the generic plan its transaction runs)."""
+    settings.VERSIONS_POINTS_PER_APP = 40
+    settings.VERSIONS_SWEEP_BATCH = 4
+    # The statistics of a shared database: an app has a few artifacts and a hundred points.
+    _fill_other_apps(apps_n=300, sets_n=20, points_n=100, artifacts_n=4)
+    app = App.objects.create(slug="wide", name="Wide")
+
+    def write(n: int, text: str) -> None:
+        services.write_artifact(
+            app, "pltf_page", f"page-{n}", text, requested_by="agent", tool="t", run_id=text
+        )
+
+    for n in range(150):
+        write(n, f"first {n}")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    for i in range(12):  # at the limit: every write prunes, one in four settles
+        write(i % 150, f"second {i}")
+    reads = []
+    for i in range(12, 24):
+        before = _artifact_rows_read()
+        write(i % 150, f"second {i}")
+        reads.append(_artifact_rows_read() - before)
+    assert max(reads) <= 12, reads
