@@ -193,13 +193,13 @@ _API = "/api/v1/"
 
 def _api_read_is_lag_tolerant(request: HttpRequest) -> bool:
     """The API's history and compare reads: an artifact's history, a state at a ref (``?at=``),
-    change sets and their diffs, restore points. A plain artifact read stays on the primary:
-    its ETag is what the agent's next conditional write is checked against."""
+    change sets and their diffs, restore points, receipts. A plain artifact read stays on the
+    primary: its ETag is what the agent's next conditional write is checked against."""
     path = request.path_info[len(_API) :]
     return (
         path.endswith(("/history", "/diff"))
         or "at" in request.GET
-        or path.startswith(("change-sets/", "restore-points/"))
+        or path.startswith(("change-sets/", "restore-points/", "restore-sets/"))
         or (path.startswith("apps/") and path.rstrip("/").endswith("/change-sets"))
     )
 
