@@ -77,8 +77,22 @@ def counters(clusters: Clusters, port: int) -> dict[str, int]:
     return {"transactions": int(row[0]), "rows_read": int(row[1])}
 
 
+KINDS = ("visitor", "person", "agent", "visitor")
+
+
+def browsers_for(bases: list[str], clients: int) -> list[Browser]:
+    """One browser a client, spread over the servers; the people among them signed in."""
+    browsers = []
+    for number in range(clients):
+        browser = Browser(bases[number % len(bases)])
+        if KINDS[number % 4] == "person":
+            browser.sign_in("owner", PASSWORD)
+        browsers.append(browser)
+    return browsers
+
+
 def run_load(
-    bases: list[str], tokens: list[str], clients: int, seconds: float, write_every: int
+    browsers: list[Browser], tokens: list[str], seconds: float, write_every: int
 ) -> dict[str, float]:
     stop = time.monotonic() + seconds
     done = {"requests": 0, "errors": 0, "writes": 0}
@@ -86,11 +100,8 @@ def run_load(
     failures: list[str] = []
 
     def client(number: int) -> None:
-        base = bases[number % len(bases)]
-        browser = Browser(base)
-        kind = ("visitor", "person", "agent", "visitor")[number % 4]
-        if kind == "person":
-            browser.sign_in("owner", PASSWORD)
+        browser = browsers[number]
+        kind = KINDS[number % 4]
         token = tokens[number % len(tokens)]
         rng = random.Random(number)
         n = 0
@@ -127,7 +138,7 @@ def run_load(
                     if len(failures) < 5:
                         failures.append(f"{method} {path}: {status} {text[:200]}")
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(browsers))]
     started = time.monotonic()
     for thread in threads:
         thread.start()
@@ -151,14 +162,15 @@ def phase(
         for _ in range(2)
     ]
     try:
-        # Every worker signs in and reads once before the counting starts.
-        run_load([s.base for s in servers], tokens, 4, 2, 10**9)
+        # Every worker reads once, and the people sign in, before the counting starts; their
+        # sign-in (a write) pins them to the primary for VERSIONS_REPLICA_PIN_SECONDS (5).
+        bases = [s.base for s in servers]
+        run_load(browsers_for(bases, 4), tokens, 2, 10**9)
+        browsers = browsers_for(bases, args.clients)
         clusters.wait_caught_up()
-        time.sleep(1)
+        time.sleep(6)
         before = {p: counters(clusters, p) for p in (clusters.primary_port, clusters.standby_port)}
-        load = run_load(
-            [s.base for s in servers], tokens, args.clients, args.seconds, args.write_every
-        )
+        load = run_load(browsers, tokens, args.seconds, args.write_every)
     finally:
         for server in servers:
             server.stop()  # the servers' backends end and report their counts
