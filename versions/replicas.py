@@ -276,7 +276,10 @@ class ReplicaReads:
         if request.method not in SAFE_METHODS:
             key = pin_key(request)
             if key is not None:
-                pin(key)
+                try:
+                    pin(key)
+                except DatabaseError:  # the write is done: its answer stands
+                    logger.warning("could not pin %s to the primary", key[:10], exc_info=True)
         return response
 
     def process_view(
