@@ -1,8 +1,10 @@
 """Read-side queries of the Versions panel (selectors: services write, selectors read).
 
-Every list here runs a fixed number of queries whatever the number of rows: aggregates are
-annotations, related rows come in one query per page, and sources (blobs) are fetched in one
-query for all the diffs a page shows.
+Every list here runs a fixed number of queries whatever the number of rows: aggregates come in
+one query per page over the page's own rows, related rows in one query per page, and sources
+(blobs) in one query for all the diffs a page shows. Each query names the app's rows where the
+planner can use them, so none reads every app's rows whatever the statistics say
+(docs/architecture.md#scale).
 """
 
 from __future__ import annotations
