@@ -20,6 +20,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from versions import rawsql
 from versions.errors import NotFound
@@ -121,6 +122,27 @@ def with_totals(qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
     )
 
 
+def with_point_totals(app: App, qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
+    """``qs`` (a few sets, already chosen: never a page still to count or skip) with the totals
+    of :func:`attach_totals`, each a subquery over that set's points (the points'
+    change_set index, and the app's id): no join of the sets with every point."""
+    points = (
+        RestorePoint.objects.filter(app_id=app.pk, change_set_id=OuterRef("pk"))
+        .order_by()
+        .values("change_set_id")
+    )
+
+    def total(aggregate: Any) -> Subquery:
+        return Subquery(points.annotate(total=aggregate).values("total")[:1])
+
+    return qs.annotate(
+        artifact_count=Coalesce(total(Count("artifact_id", distinct=True)), 0),
+        point_count=Coalesce(total(Count("id")), 0),
+        added=total(Sum("lines_added")),
+        removed=total(Sum("lines_removed")),
+    )
+
+
 def attach_totals(app: App, sets: list[ChangeSet]) -> None:
     """Give each set what a set row shows (artifacts, points, lines added and removed), from
     one query over the points of these sets only (the points' change_set index, and the app's
@@ -191,11 +213,10 @@ def change_set_page(app: App, page: int | str | None) -> Page:
 
 def change_set_row(app: App, set_id: str) -> ChangeSet:
     """One set with the same totals as a list row, or 404."""
-    cs = ChangeSet.objects.filter(app=app, id=set_id).first()
+    cs = with_point_totals(app, ChangeSet.objects.filter(app=app, id=set_id)).first()
     if cs is None:
         raise NotFound(SET_NOT_IN_APP.format(id=set_id, slug=app.slug))
     cs.app = app
-    attach_totals(app, [cs])
     attach_tools([cs])
     attach_artifacts([cs])
     return cs
@@ -795,8 +816,11 @@ def search_change_sets(app: App, query: SetQuery, page: int | str | None = 1) ->
     ids = list(base.values_list("pk", flat=True)[start : start + SETS_PER_PAGE + 1])
     has_next = len(ids) > SETS_PER_PAGE
     ids = ids[:SETS_PER_PAGE]
-    sets = list(ChangeSet.objects.filter(app=app, pk__in=ids).order_by("-created_on", "-id"))
-    attach_totals(app, sets)
+    sets = list(
+        with_point_totals(app, ChangeSet.objects.filter(app=app, pk__in=ids)).order_by(
+            "-created_on", "-id"
+        )
+    )
     attach_tools(sets)
     attach_artifacts(sets)
     return SetSearchPage(sets, number, has_next)

@@ -12,7 +12,7 @@ from django.db.models import Exists, Max, OuterRef, Q, Subquery
 
 from versions.errors import Conflict
 from versions.models import App, ChangeSet, RestorePoint
-from versions.selectors.panel import app_of, attach_tools, attach_totals
+from versions.selectors.panel import app_of, attach_tools, with_point_totals
 from versions.selectors.states import (
     ADDED,
     CHANGED,
@@ -102,9 +102,10 @@ def _sets_after(
     page_obj = Paginator(after.values_list("id", flat=True), SINCE_PER_PAGE).get_page(page)
     ids = list(page_obj.object_list)
     sets: list[ChangeSet] = list(
-        ChangeSet.objects.filter(app=app, pk__in=ids).order_by("-created_on", "-id")
+        with_point_totals(app, ChangeSet.objects.filter(app=app, pk__in=ids)).order_by(
+            "-created_on", "-id"
+        )
     )
-    attach_totals(app, sets)
     attach_tools(sets)
     page_obj.object_list = sets  # type: ignore[assignment]
     return sets, page_obj
