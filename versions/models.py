@@ -1660,3 +1660,15 @@ class RolloutVisitor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.fingerprint[:8]} on {self.deployment}"
+class ReplicaPin(models.Model):
+    """Until when a person's or a token's reads go to the primary, after a write
+    (docs/operations.md#read-replicas): their next pages show what they just did even where a
+    replica has not replayed it yet. One row per person or token, moved on at every write."""
+
+    key = models.CharField(
+        max_length=80, primary_key=True, help_text="u:<user id> or t:<sha256 of the token>."
+    )
+    until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.key} until {self.until:%H:%M:%S}"

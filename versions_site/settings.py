@@ -178,6 +178,51 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(_SQLITE_OPTIONS)
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("VERSIONS_TEST_SQLITE_NAME")}
 
+# Read replicas (docs/operations.md#read-replicas): DATABASE_REPLICA_URLS, comma-separated, adds
+# one alias per PostgreSQL hot standby (replica_1, replica_2, …); the router sends lag-tolerant
+# reads there and everything else to the primary (versions/replicas.py).
+REPLICAS_NEED_POSTGRESQL = (
+    "DATABASE_REPLICA_URLS names read replicas, which are PostgreSQL hot standbys of "
+    "DATABASE_URL's database: DATABASE_URL must be PostgreSQL too (it is {engine}). The server "
+    "did not start."
+)
+_REPLICA_URLS = [
+    url.strip() for url in os.environ.get("DATABASE_REPLICA_URLS", "").split(",") if url.strip()
+]
+for _number, _url in enumerate(_REPLICA_URLS, start=1):
+    _replica = dj_database_url.parse(
+        _url,
+        conn_max_age=DATABASES["default"]["CONN_MAX_AGE"],
+        conn_health_checks=True,
+    )
+    if (
+        _replica["ENGINE"] != "django.db.backends.postgresql"
+        or DATABASES["default"]["ENGINE"] != _replica["ENGINE"]
+    ):
+        raise ImproperlyConfigured(
+            REPLICAS_NEED_POSTGRESQL.format(engine=DATABASES["default"]["ENGINE"].rsplit(".")[-1])
+        )
+    _options = _replica.setdefault("OPTIONS", {})
+    # A standby that does not answer is skipped after this many seconds, not waited for.
+    _options.setdefault(
+        "connect_timeout", int(os.environ.get("VERSIONS_REPLICA_CONNECT_TIMEOUT", "2"))
+    )
+    if "prepare_threshold" in DATABASES["default"].get("OPTIONS", {}):
+        _options.setdefault(
+            "prepare_threshold", DATABASES["default"]["OPTIONS"]["prepare_threshold"]
+        )
+    _replica["TEST"] = {"MIRROR": "default"}  # tests read the test database through it
+    DATABASES[f"replica_{_number}"] = _replica
+if _REPLICA_URLS:
+    DATABASE_ROUTERS = ["versions.replicas.ReplicaRouter"]
+    MIDDLEWARE.append("versions.replicas.ReplicaReads")
+# After a write, the writer's reads stay on the primary this many seconds; a replica behind by
+# more than VERSIONS_REPLICA_MAX_LAG_SECONDS is skipped; each server process asks each replica
+# how far behind it is at most every VERSIONS_REPLICA_CHECK_SECONDS.
+VERSIONS_REPLICA_PIN_SECONDS = float(os.environ.get("VERSIONS_REPLICA_PIN_SECONDS", "5"))
+VERSIONS_REPLICA_MAX_LAG_SECONDS = float(os.environ.get("VERSIONS_REPLICA_MAX_LAG_SECONDS", "10"))
+VERSIONS_REPLICA_CHECK_SECONDS = float(os.environ.get("VERSIONS_REPLICA_CHECK_SECONDS", "1"))
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Axes first: it refuses a sign-in while the account or address is locked, before any password

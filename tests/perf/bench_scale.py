@@ -24,6 +24,17 @@ In one run, on one database:
   a noisy machine hits both alike;
   the measured app is built through the services, the bulk with multi-row INSERTs (COPY on
   PostgreSQL), then ``ANALYZE``;
+- with ``--hot``, the hot shape instead (docs/performance.md#hot-apps): a measured app of 420
+  artifacts written ~2,700 times in ~1,000 turns (one of 420 writes, one of 300, the rest of
+  2) through the services, ending at its retention limit (2,600); ``table_storage_vs_git``: the
+  blob table's whole size (rows, TOAST, indexes) for that history alone over ``git gc
+  --aggressive`` of the same history as one commit per turn, with the table's parts beside
+  it; ``hot_page_growth``: the worst of its panel pages (apps list, Change sets and a deep
+  page, Restore points and a deep page, the 300-artifact set expanded, Since release) with
+  2,000 apps of which 20 hot over the same app among 30 small apps; ``restore_growth``: Restore
+  all of the 300-artifact set (alternating with its undo), big over small;
+  ``hot_prune_vs_write``: on the big database, a write in the hot app at its limit (it prunes)
+  over a plain write in an app below it;
 - ``prune_vs_write``: on the big database, a write at the retention limit (it prunes a point)
   over a write below it: the medians of 200 writes each, in blocks of 10 that alternate, with
   the ratio of their quartiles beside it (``prune_vs_write_spread``: how far the machine's
@@ -548,11 +559,332 @@ def ratio_and_spread(below: list[float], limit: list[float]) -> tuple[float, str
     return round(ratio, 2), f"{low_l / low_b:.2f}-{high_l / high_b:.2f}"
 
 
+# --- the hot shape (docs/performance.md#scale-hot-apps) ---------------------------------------
+
+HOT_ARTIFACTS = 420
+HOT_LIMIT = 2600  # VERSIONS_POINTS_PER_APP of the hot shape: the measured app ends at it
+HOT_BULK_APPS = 19  # other hot apps in the big database (20 with the measured one)
+HOT_BULK_POINTS = 2500
+HOT_BULK_SETS = 1000
+RESTORE_RUNS = 8
+
+
+def hot_page_text(n: int, version: int) -> str:
+    """Artifact ``n``'s ``version``: a 1.5 KB page, one line different from the one before."""
+    lines = [f"<li>item {i} of page {n}</li>\n" for i in range(60)]
+    lines[version % 60] = f"<li>item {version % 60} of page {n}, version {version}</li>\n"
+    return f"<h1>Page {n}</h1>\n" + "".join(lines)
+
+
+def build_hot_app(slug: str) -> tuple[dict[str, str], str, list[list[tuple[str, str]]]]:
+    """The measured hot app, through the services: a first turn writing its 420 artifacts,
+    700 turns of 2 writes, a turn of 300 writes (the set Restore all times), 300 more turns
+    of 2; about 1,000 sets and 2,720 writes, ending at the retention limit. Returns the pages'
+    URLs, the 300-artifact set and the history as turns of (name, text), for git."""
+    from versions import services
+    from versions.models import App, ChangeSet
+
+    app = App.objects.create(slug=slug, name=slug)
+    versions = dict.fromkeys(range(HOT_ARTIFACTS), 0)
+    turns: list[list[tuple[str, str]]] = []
+
+    def turn(names: list[int], run: str) -> str:
+        done: list[tuple[str, str]] = []
+        receipt = None
+        for n in names:
+            versions[n] += 1
+            text = hot_page_text(n, versions[n])
+            receipt = services.write_artifact(
+                app, "pltf_page", f"p{n:03d}", text, requested_by="b", tool="b", run_id=run
+            )
+            done.append((f"p{n:03d}", text))
+        turns.append(done)
+        assert receipt is not None and receipt.change_set_id
+        return receipt.change_set_id
+
+    turn(list(range(HOT_ARTIFACTS)), "first")
+    for t in range(700):
+        turn([(t * 7) % HOT_ARTIFACTS, (t * 13 + 5) % HOT_ARTIFACTS], f"small-{t}")
+    big_set = turn(list(range(50, 350)), "big")
+    for t in range(700, 1000):
+        turn([(t * 7) % HOT_ARTIFACTS, (t * 13 + 5) % HOT_ARTIFACTS], f"small-{t}")
+    sets = list(
+        ChangeSet.objects.filter(app=app).order_by("created_on").values_list("id", flat=True)
+    )
+    services.mark_release(sets[len(sets) // 2], by="b")
+    base = f"/apps/{slug}/versions/"
+    return (
+        {
+            "apps_list": "/",
+            "change_sets": base,
+            "change_sets_deep": f"{base}?page=30",
+            "restore_points": f"{base}points/",
+            "restore_points_deep": f"{base}points/?page=20",
+            "expanded_set": f"{base}change-sets/{big_set}/",
+            "since_release": f"{base}since-release/",
+        },
+        big_set,
+        turns,
+    )
+
+
+def bulk_fill_hot(apps: int) -> float:
+    """Add ``apps`` hot apps with bulk SQL: 420 artifacts, 1,000 sets, 2,500 points each."""
+    from django.db import connection, transaction
+
+    from versions import ids
+    from versions.models import App, Artifact, Blob, ChangeSet, RestorePoint
+
+    start = time.perf_counter()
+    now = datetime.now(UTC) - timedelta(days=20)
+    with transaction.atomic():
+        App.objects.bulk_create([App(slug=f"hot-{i}", name=f"Hot {i}") for i in range(apps)])
+        app_ids = list(
+            App.objects.filter(slug__startswith="hot-").order_by("pk").values_list("pk", flat=True)
+        )
+        blobs, artifacts, sets, points = [], [], [], []
+        for n, app_id in enumerate(app_ids):
+            texts = [f"<!-- hot {n} v{v} -->\n" + "<p>hot</p>\n" * 40 for v in range(8)]
+            shas = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+            blobs += [(sha, t.encode(), len(t), len(t), False, now, None, 0) for t, sha in
+                      zip(texts, shas, strict=True)]  # fmt: skip
+            for a in range(HOT_ARTIFACTS):
+                artifacts.append(
+                    (app_id, "pltf_page", f"p{a:03d}", shas[0], shas[0], len(texts[0]), False,
+                     None, None, now, "b")
+                )  # fmt: skip
+            per_set = HOT_BULK_POINTS // HOT_BULK_SETS
+            for s in range(HOT_BULK_SETS):
+                ms = ids.datetime_to_ms(now) + n * 10_000_000 + s * 1000
+                first = ids.point_id(ms)
+                set_id = ids.change_set_id(first)
+                at = ids.ms_to_datetime(ms)
+                sets.append((set_id, app_id, "change", "", at, "b", None, None, "", f"t{s}", "[]"))
+                for k in range(per_set if s else HOT_BULK_POINTS - per_set * (HOT_BULK_SETS - 1)):
+                    pid = first if k == 0 else ids.point_id(ms + k)
+                    v = (s + k) % 7
+                    points.append(
+                        (pid, app_id, (n, (s * 3 + k) % HOT_ARTIFACTS), "capture", shas[v],
+                         shas[v], len(texts[v]), True, True, shas[v + 1], "b", "b",
+                         ids.ms_to_datetime(ms + k), 1, 1, "", f"t{s}", "", set_id, False)
+                    )  # fmt: skip
+        blob_columns = ["sha256", "data", "size", "chars", "compressed", "created_on"]
+        blob_columns += ["base_id", "chain"]
+        _copy(Blob, blob_columns, blobs)
+        _copy(
+            Artifact,
+            ["app_id", "collection", "name", "blob_id", "sha256", "size", "deleted", "route_key",
+             "pruned_until", "updated_on", "updated_by"],
+            artifacts,
+        )  # fmt: skip
+        art_ids = {
+            (app_id, name): pk
+            for pk, app_id, name in Artifact.objects.filter(app_id__in=app_ids).values_list(
+                "pk", "app_id", "name"
+            )
+        }
+        _copy(
+            ChangeSet,
+            ["id", "app_id", "kind", "name", "created_on", "created_by", "restored_from_id",
+             "receipt", "run_id", "turn_id", "pruned"],
+            sets,
+        )  # fmt: skip
+        points = [(p[0], p[1], art_ids[(p[1], f"p{p[2][1]:03d}")], *p[3:]) for p in points]
+        _copy(
+            RestorePoint,
+            ["id", "app_id", "artifact_id", "kind", "previous_blob_id", "previous_sha256",
+             "previous_size", "previous_existed", "source_stored", "new_sha256", "requested_by",
+             "tool", "created_on", "lines_added", "lines_removed", "run_id", "turn_id", "name",
+             "change_set_id", "pinned"],
+            points,
+        )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return time.perf_counter() - start
+
+
+def git_history_bytes(turns: list[list[tuple[str, str]]]) -> int:
+    """What ``git gc --aggressive`` keeps (pack and index) of ``turns`` as commits, one a turn."""
+    folder = Path(tempfile.mkdtemp(prefix="versions-bench-git-"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}  # fmt: skip
+    try:
+
+        def git(*args: str) -> None:
+            subprocess.run(["git", "-C", str(folder), *args], check=True, env=env,
+                           capture_output=True)  # fmt: skip
+
+        git("init", "-q")
+        for i, done in enumerate(turns):
+            for name, text in done:
+                (folder / f"{name}.html").write_text(text)
+            git("add", "-A")
+            git("commit", "-q", "--no-verify", "-m", f"turn {i}")
+        git("gc", "-q", "--aggressive")
+        packs = folder / ".git" / "objects" / "pack"
+        return sum(p.stat().st_size for p in packs.iterdir() if p.suffix in (".pack", ".idx"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def blob_table_parts(vacuum: bool = False) -> dict[str, int]:
+    """The blob table's bytes by part (PostgreSQL): rows (heap), TOAST, each index, the whole;
+    its rows and their stored bytes. ``vacuum``: after a plain VACUUM (dead rows' space made
+    free for reuse; the files keep their size)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if vacuum:
+            cursor.execute("VACUUM versions_blob")
+        cursor.execute(
+            "SELECT pg_relation_size('versions_blob'), "
+            "COALESCE(pg_total_relation_size(reltoastrelid), 0), "
+            "pg_indexes_size('versions_blob'), pg_total_relation_size('versions_blob'), "
+            "(SELECT COUNT(*) FROM versions_blob), "
+            "(SELECT COALESCE(SUM(octet_length(data)), 0) FROM versions_blob) "
+            "FROM pg_class WHERE relname = 'versions_blob'"
+        )
+        heap, toast, indexes, total, rows, data = cursor.fetchone()
+        cursor.execute(
+            "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index "
+            "WHERE indrelid = 'versions_blob'::regclass"
+        )
+        each = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE relname = 'versions_blob'"
+        )
+        dead, live = cursor.fetchone()
+    return {"heap": heap, "toast": toast, "indexes": indexes, "total": total, "rows": rows,
+            "data_bytes": data, "dead_rows": dead,
+            **{f"index_{k}": v for k, v in each.items()}}  # fmt: skip
+
+
+def restore_times(set_id: str, small: Any, big: Any) -> tuple[float, float]:
+    """Median ms of Restore all of ``set_id`` on each database, alternating with its undo
+    (restoring the restore set), small and big in turn."""
+    from versions import services
+
+    last: dict[int, str | None] = {id(small): None, id(big): None}
+
+    def run(db: Any) -> Callable[[int], None]:
+        def once(_i: int) -> None:
+            use(db)
+            undo = last[id(db)]
+            receipt = services.restore_change_set(undo or set_id, by="b")
+            assert receipt.kind == "restore", receipt
+            last[id(db)] = None if undo else receipt.set_id
+
+        return once
+
+    small_ms, big_ms = interleaved([run(small), run(big)], n=RESTORE_RUNS * 2, rounds=4)
+    return small_ms, big_ms
+
+
+def main_hot(args: argparse.Namespace) -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+    from django.test import Client, override_settings
+
+    vendor = connections["default"].vendor
+    user = get_user_model().objects.create_superuser("bench", "b@b.b", "pw")
+    client = Client()
+    client.force_login(user)
+    with override_settings(VERSIONS_POINTS_PER_APP=HOT_LIMIT):
+        started = time.perf_counter()
+        urls, big_set, turns = build_hot_app("measured-hot")
+        print(f"hot app: {sum(len(t) for t in turns)} writes in {len(turns)} turns, "
+              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+        storage = blob_table_parts() if vendor == "postgresql" else {}
+        vacuumed = blob_table_parts(vacuum=True) if vendor == "postgresql" else {}
+        git_bytes = git_history_bytes(turns)
+        print("blob table:", storage, "after VACUUM:", vacuumed, "git gc --aggressive:", git_bytes)
+        bulk_fill(SMALL_APPS)
+        small_db = connections["default"]
+        big_db = clone_database()
+        use(big_db)
+        seconds = bulk_fill_hot(HOT_BULK_APPS)
+        seconds += bulk_fill(args.apps - SMALL_APPS - HOT_BULK_APPS - 1, first=SMALL_APPS)
+        print(f"bulk: {args.apps} apps ({HOT_BULK_APPS + 1} hot) in {seconds:.0f} s")
+        small, big = time_pages_interleaved(client, urls, small_db, big_db)
+        print("small:", {k: round(v, 2) for k, v in small.items()})
+        print("big:", {k: round(v, 2) for k, v in big.items()})
+        growth = {k: big[k] / small[k] for k in urls}
+        restore_small, restore_big = restore_times(big_set, small_db, big_db)
+        use(big_db)
+        below, limit = hot_write_cost("measured-hot")
+    ratio, spread = ratio_and_spread(below, limit)
+    print(
+        json.dumps(
+            {
+                "bench": "scale-hot",
+                "db": vendor,
+                "apps": args.apps,
+                "hot_apps": HOT_BULK_APPS + 1,
+                "pages_small_ms": {k: round(v, 2) for k, v in small.items()},
+                "pages_big_ms": {k: round(v, 2) for k, v in big.items()},
+                "hot_page_growth_by_page": {k: round(v, 2) for k, v in growth.items()},
+                "hot_page_growth": round(max(growth.values()), 2),
+                "restore_small_ms": round(restore_small, 1),
+                "restore_big_ms": round(restore_big, 1),
+                "restore_growth": round(restore_big / restore_small, 2),
+                "hot_write_below_ms": round(statistics.median(below), 3),
+                "hot_write_at_limit_ms": round(statistics.median(limit), 3),
+                "hot_prune_vs_write": ratio,
+                "hot_prune_vs_write_spread": spread,
+                "blob_table": storage,
+                "blob_table_vacuumed": vacuumed,
+                "git_aggressive_bytes": git_bytes,
+                "table_storage_vs_git": round(storage["total"] / git_bytes, 2) if storage else None,
+                "referenced_data_vs_git": round(storage["data_bytes"] / git_bytes, 2)
+                if storage
+                else None,
+            }
+        )
+    )
+
+
+def hot_write_cost(hot_slug: str) -> tuple[list[float], list[float]]:
+    """A plain write (an app below the limit) and a write in the hot app at its limit (it
+    prunes), each to one of many artifacts: their ms."""
+    from versions import services
+    from versions.models import App
+
+    below = [App.objects.create(slug=f"hot-below-{k}", name="below") for k in range(2)]
+    hot = App.objects.get(slug=hot_slug)
+
+    def write_hot(i: int) -> None:
+        n = (i * 11) % HOT_ARTIFACTS
+        services.write_artifact(hot, "pltf_page", f"p{n:03d}", hot_page_text(n, 10_000 + i),
+                                requested_by="b", tool="b")  # fmt: skip
+
+    def write_below(i: int) -> None:
+        n = (i * 11) % HOT_ARTIFACTS
+        services.write_artifact(below[i % 2], "pltf_page", f"p{n:03d}",
+                                hot_page_text(n, 10_000 + i), requested_by="b", tool="b")  # fmt: skip
+
+    return tuple(interleaved_times([write_below, write_hot], n=WRITE_RUNS, rounds=WRITE_ROUNDS))  # type: ignore[return-value]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--apps", type=int, default=2000)
+    parser.add_argument(
+        "--hot",
+        action="store_true",
+        help="the hot shape: hot_page_growth, hot_prune_vs_write, "
+        "restore_growth, table_storage_vs_git",
+    )
     args = parser.parse_args()
     vendor = setup_django()
+    if args.hot:
+        from django.test.utils import setup_test_environment as _setup
+
+        _setup()
+        from django.conf import settings as _settings
+
+        _settings.ALLOWED_HOSTS = ["*"]
+        main_hot(args)
+        return
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.test.utils import setup_test_environment

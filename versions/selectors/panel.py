@@ -1,8 +1,10 @@
 """Read-side queries of the Versions panel (selectors: services write, selectors read).
 
-Every list here runs a fixed number of queries whatever the number of rows: aggregates are
-annotations, related rows come in one query per page, and sources (blobs) are fetched in one
-query for all the diffs a page shows.
+Every list here runs a fixed number of queries whatever the number of rows: aggregates come in
+one query per page over the page's own rows, related rows in one query per page, and sources
+(blobs) in one query for all the diffs a page shows. Each query names the app's rows where the
+planner can use them, so none reads every app's rows whatever the statistics say
+(docs/architecture.md#scale).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from versions import rawsql
 from versions.errors import NotFound
@@ -30,6 +33,7 @@ from versions.models import (
     ReleaseMark,
     RestorePoint,
 )
+from versions.replicas import read_alias
 from versions.selectors.agent import acted_on_by
 from versions.selectors.reviews import protection_of, review_states
 
@@ -50,7 +54,7 @@ RESTORE_SET_NOT_IN_APP = "There is no restore set “{id}” in this app."
 def app_list(app_ids: Iterable[int] | None = None) -> QuerySet[App]:
     """Apps with their set count and last activity, for the home page; only ``app_ids`` when
     given (the apps a person sees)."""
-    apps = App.objects.all() if app_ids is None else App.objects.filter(pk__in=list(app_ids))
+    apps = _visible(app_ids)
     return apps.annotate(
         set_count=Count("change_sets", distinct=True),
         last_change=Max("change_sets__created_on"),
@@ -60,26 +64,35 @@ def app_list(app_ids: Iterable[int] | None = None) -> QuerySet[App]:
 APPS_PER_PAGE = 24
 
 
+def _visible(app_ids: Iterable[int] | None) -> QuerySet[App]:
+    """Every app (None), or those ``app_ids`` names: a query of ids (the services' answer of
+    who sees what) stays a subquery, so the apps list never sends every visible id as a list
+    of literals."""
+    if app_ids is None:
+        return App.objects.all()
+    if isinstance(app_ids, QuerySet):
+        return App.objects.filter(pk__in=app_ids)
+    return App.objects.filter(pk__in=list(app_ids))
+
+
 def app_page(app_ids: Iterable[int] | None, query: str, page: int | str | None) -> Page:
     """One page of the apps a person sees (``app_ids``; None: all), by slug, filtered by name or
     slug (``query``), each with its set count and last change — computed for the page's apps
-    only, so the page costs the same however many apps and sets the database holds."""
-    apps = App.objects.all() if app_ids is None else App.objects.filter(pk__in=list(app_ids))
+    only, each from its own index entries (app, created_on), so the page costs the same however
+    many apps and sets the database holds, and however many sets the page's apps have."""
+    apps = _visible(app_ids)
     query = query.strip()[:100]
     if query:
         apps = apps.filter(Q(slug__icontains=query) | Q(name__icontains=query))
+    own_sets = ChangeSet.objects.filter(app_id=OuterRef("pk")).order_by()
+    apps = apps.annotate(
+        set_count=Subquery(own_sets.values("app_id").annotate(n=Count("pk")).values("n")[:1]),
+        last_change=Subquery(own_sets.order_by("-created_on").values("created_on")[:1]),
+    )
     page_obj = Paginator(apps.order_by("slug"), APPS_PER_PAGE).get_page(page)
     rows = list(page_obj.object_list)
-    stats: dict[int, tuple[int, Any]] = {
-        app_id: (count, last)
-        for app_id, count, last in ChangeSet.objects.filter(app_id__in=[a.pk for a in rows])
-        .values("app_id")
-        .annotate(n=Count("id"), last=Max("created_on"))
-        .order_by()
-        .values_list("app_id", "n", "last")
-    }
     for a in rows:
-        a.set_count, a.last_change = stats.get(a.pk, (0, None))  # type: ignore[attr-defined]
+        a.set_count = a.set_count or 0  # type: ignore[attr-defined]
     page_obj.object_list = rows
     return page_obj
 
@@ -107,6 +120,56 @@ def with_totals(qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
         added=Sum("points__lines_added"),
         removed=Sum("points__lines_removed"),
     )
+
+
+def with_point_totals(app: App, qs: QuerySet[ChangeSet]) -> QuerySet[ChangeSet]:
+    """``qs`` (a few sets, already chosen: never a page still to count or skip) with the totals
+    of :func:`attach_totals`, each a subquery over that set's points (the points'
+    change_set index, and the app's id): no join of the sets with every point."""
+    points = (
+        RestorePoint.objects.filter(app_id=app.pk, change_set_id=OuterRef("pk"))
+        .order_by()
+        .values("change_set_id")
+    )
+
+    def total(aggregate: Any) -> Subquery:
+        return Subquery(points.annotate(total=aggregate).values("total")[:1])
+
+    return qs.annotate(
+        artifact_count=Coalesce(total(Count("artifact_id", distinct=True)), 0),
+        point_count=Coalesce(total(Count("id")), 0),
+        added=total(Sum("lines_added")),
+        removed=total(Sum("lines_removed")),
+    )
+
+
+def attach_totals(app: App, sets: list[ChangeSet]) -> None:
+    """Give each set what a set row shows (artifacts, points, lines added and removed), from
+    one query over the points of these sets only (the points' change_set index, and the app's
+    id besides): a join of the sets with the points, counted or paginated, let the planner hash
+    every app's points."""
+    totals: dict[str, Any] = {}
+    if sets:
+        totals = {
+            row["change_set_id"]: row
+            for row in RestorePoint.objects.filter(
+                app_id=app.pk, change_set_id__in=[s.id for s in sets]
+            )
+            .order_by()
+            .values("change_set_id")
+            .annotate(
+                artifact_count=Count("artifact_id", distinct=True),
+                point_count=Count("id"),
+                added=Sum("lines_added"),
+                removed=Sum("lines_removed"),
+            )
+        }
+    for s in sets:
+        row = totals.get(s.id, {})
+        s.artifact_count = row.get("artifact_count", 0)  # type: ignore[attr-defined]
+        s.point_count = row.get("point_count", 0)  # type: ignore[attr-defined]
+        s.added = row.get("added")  # type: ignore[attr-defined]
+        s.removed = row.get("removed")  # type: ignore[attr-defined]
 
 
 def attach_tools(sets: list[ChangeSet]) -> None:
@@ -137,10 +200,11 @@ def attach_review_states(app: App, sets: list[ChangeSet]) -> None:
 
 def change_set_page(app: App, page: int | str | None) -> Page:
     """One page of the app's change sets, newest first, with totals and tools."""
-    qs = with_totals(ChangeSet.objects.filter(app=app).order_by("-created_on", "-id"))
+    qs = ChangeSet.objects.filter(app=app).order_by("-created_on", "-id")
     paginator = Paginator(qs, SETS_PER_PAGE)
     page_obj = paginator.get_page(page)
     sets = list(page_obj.object_list)
+    attach_totals(app, sets)
     attach_tools(sets)
     attach_artifacts(sets)
     page_obj.object_list = sets
@@ -149,7 +213,7 @@ def change_set_page(app: App, page: int | str | None) -> Page:
 
 def change_set_row(app: App, set_id: str) -> ChangeSet:
     """One set with the same totals as a list row, or 404."""
-    cs = with_totals(ChangeSet.objects.filter(app=app, id=set_id)).first()
+    cs = with_point_totals(app, ChangeSet.objects.filter(app=app, id=set_id)).first()
     if cs is None:
         raise NotFound(SET_NOT_IN_APP.format(id=set_id, slug=app.slug))
     cs.app = app
@@ -282,14 +346,21 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
     wanted = sorted(shas)
     table = connection.ops.quote_name(Blob._meta.db_table)
     marks = ", ".join(["%s"] * len(wanted))
+    # The two halves are each found on the primary key: the blobs asked for, then the full
+    # copy each delta names, looked up by its key (LIMIT 1 keeps the lateral lookup one, where
+    # a join could hash every app's blobs); a blob asked for that is also a base comes twice
+    # and is kept once. (An IN over a UNION of both had the planner walk every app's blobs.)
     rows = rawsql.execute(
-        f"SELECT b.sha256, b.data, b.compressed, b.base_id FROM {table} AS b WHERE b.sha256 IN "  # noqa: S608
-        f"(SELECT c.sha256 FROM {table} AS c WHERE c.sha256 IN ({marks}) "
-        f"UNION SELECT c.base_id FROM {table} AS c WHERE c.sha256 IN ({marks}))",
+        f"SELECT b.sha256, b.data, b.compressed, b.base_id FROM {table} AS b "  # noqa: S608
+        f"WHERE b.sha256 IN ({marks}) "
+        f"UNION ALL SELECT b.sha256, b.data, b.compressed, b.base_id FROM {table} AS c "
+        f"{_base_lookup(table)} WHERE c.sha256 IN ({marks})",
         wanted * 2,
         "all",
         binary=True,
+        using=read_alias(),  # a replica's, when this request may read there
     )
+    rows = list({row[0]: row for row in rows}.values())  # a base asked for itself comes twice
     deltas = [(sha, data, base) for sha, data, _, base in rows if base is not None]
     rows = [(sha, data, compressed) for sha, data, compressed, base in rows if base is None]
     # A full copy that deltas here are read against is decompressed once per thread and kept
@@ -316,6 +387,17 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
         (sha, Blob.unpack_delta(data, base, sources[base])) for sha, data, base in deltas
     )
     return sources
+
+
+def _base_lookup(table: str) -> str:
+    """The full copy a delta ``c`` names, as ``b``: on PostgreSQL a lateral lookup by key that
+    the planner cannot turn into a hash of every blob; SQLite joins by looking each key up."""
+    if connection.vendor == "postgresql":
+        return (
+            f"CROSS JOIN LATERAL (SELECT * FROM {table} AS f "  # noqa: S608
+            "WHERE f.sha256 = c.base_id LIMIT 1) AS b"
+        )
+    return f"JOIN {table} AS b ON b.sha256 = c.base_id"
 
 
 def _raw(data: bytes | memoryview, compressed: bool) -> bytes:
@@ -477,10 +559,13 @@ class FilterOptions:
 
 def point_filter_options(app: App) -> FilterOptions:
     """The values the restore-point filters offer, from the app's points (three queries)."""
+    # The app's artifacts that have a point, each asked of its own points (the points'
+    # (artifact, created_on) index): a join with the points hashed every app's points.
+    has_point = RestorePoint.objects.filter(app_id=app.pk, artifact_id=OuterRef("pk"))
     arts = (
-        Artifact.objects.filter(app=app, points__isnull=False)
+        Artifact.objects.filter(app=app)
+        .filter(Exists(has_point))
         .values_list("collection", "name")
-        .distinct()
         .order_by("collection", "name")
     )
     artifacts = [(f"{c}/{n}", f"{n} ({COLLECTION_LABELS.get(c, c)})") for c, n in arts]
@@ -675,16 +760,23 @@ class SetQuery:
         if self.tool:
             qs = qs.filter(Exists(points.filter(tool=self.tool)))
         if self.artifact:
-            qs = qs.filter(Exists(points.filter(artifact__name__icontains=self.artifact)))
+            qs = qs.filter(Exists(points.filter(artifact_id__in=_named(app, self.artifact))))
         if self.q:
             q = self.q
             words = Q(id__icontains=q) | Q(name__icontains=q) | Q(created_by__icontains=q)
             if _HAS_MESSAGE:
                 words |= Q(message__icontains=q)
             qs = qs.filter(
-                words | Exists(points.filter(Q(tool__icontains=q) | Q(artifact__name__icontains=q)))
+                words
+                | Exists(points.filter(Q(tool__icontains=q) | Q(artifact_id__in=_named(app, q))))
             )
         return qs
+
+
+def _named(app: App, text: str) -> QuerySet[Artifact, Any]:
+    """The ids of the app's artifacts whose name contains ``text`` (a subquery on the app's
+    own artifacts: matching the name through a join read every app's artifacts)."""
+    return Artifact.objects.filter(app_id=app.pk, name__icontains=text).values("pk")
 
 
 @dataclass
@@ -724,7 +816,11 @@ def search_change_sets(app: App, query: SetQuery, page: int | str | None = 1) ->
     ids = list(base.values_list("pk", flat=True)[start : start + SETS_PER_PAGE + 1])
     has_next = len(ids) > SETS_PER_PAGE
     ids = ids[:SETS_PER_PAGE]
-    sets = list(with_totals(ChangeSet.objects.filter(pk__in=ids)).order_by("-created_on", "-id"))
+    sets = list(
+        with_point_totals(app, ChangeSet.objects.filter(app=app, pk__in=ids)).order_by(
+            "-created_on", "-id"
+        )
+    )
     attach_tools(sets)
     attach_artifacts(sets)
     return SetSearchPage(sets, number, has_next)

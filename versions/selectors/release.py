@@ -12,7 +12,7 @@ from django.db.models import Exists, Max, OuterRef, Q, Subquery
 
 from versions.errors import Conflict
 from versions.models import App, ChangeSet, RestorePoint
-from versions.selectors.panel import app_of, attach_tools, with_totals
+from versions.selectors.panel import app_of, attach_tools, with_point_totals
 from versions.selectors.states import (
     ADDED,
     CHANGED,
@@ -88,7 +88,11 @@ def _sets_after(
 ) -> tuple[list[ChangeSet], Page]:
     """One page of the sets with a point after ``moment`` (or created after it), newest first,
     with the totals and tools a set row shows (computed for the page's sets only)."""
-    later_point = RestorePoint.objects.filter(change_set=OuterRef("pk"), created_on__gt=moment)
+    # The app's points only: a planner that hashes the subquery then reads this app's points
+    # (its id leads their indexes), never every app's.
+    later_point = RestorePoint.objects.filter(
+        app_id=app.pk, change_set=OuterRef("pk"), created_on__gt=moment
+    )
     after = (
         ChangeSet.objects.filter(app=app)
         .exclude(pk=release.pk)
@@ -98,7 +102,9 @@ def _sets_after(
     page_obj = Paginator(after.values_list("id", flat=True), SINCE_PER_PAGE).get_page(page)
     ids = list(page_obj.object_list)
     sets: list[ChangeSet] = list(
-        with_totals(ChangeSet.objects.filter(pk__in=ids)).order_by("-created_on", "-id")
+        with_point_totals(app, ChangeSet.objects.filter(app=app, pk__in=ids)).order_by(
+            "-created_on", "-id"
+        )
     )
     attach_tools(sets)
     page_obj.object_list = sets  # type: ignore[assignment]

@@ -196,11 +196,14 @@ def _sql(vendor: str) -> dict[str, str]:
         f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
         f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
         "LIMIT 1 OFFSET %s), "
-        f"locked AS (SELECT a.id FROM {artifact} AS a WHERE a.app_id = %s AND a.id IN "
-        f"(SELECT p.artifact_id FROM {point} AS p WHERE p.app_id = %s "
+        # The artifacts of the points beyond the cut, found by their keys: the ids are taken
+        # first (an array, computed once), so no plan walks every artifact of the app against
+        # a hashed list, as the generic plan did for an app with hundreds of artifacts.
+        f"locked AS (SELECT a.id FROM {artifact} AS a WHERE a.id = ANY (ARRAY("
+        f"SELECT p.artifact_id FROM {point} AS p WHERE p.app_id = %s "
         f"AND p.kind = '{capture}' AND p.pinned = false "
         "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
-        "AND NOT (p.change_set_id = ANY(%s))) ORDER BY a.id FOR UPDATE OF a), "
+        "AND NOT (p.change_set_id = ANY(%s)))) ORDER BY a.id FOR UPDATE OF a), "
         f"gone AS (DELETE FROM {point} AS p WHERE p.app_id = %s "
         f"AND p.kind = '{capture}' AND p.pinned = false "
         "AND (p.created_on, p.id) <= (SELECT c, i FROM cut) "
@@ -697,7 +700,7 @@ def pruner_statements(
     ``settle``, settles the rows owed before: sweeps their blobs (and this pruner's) and
     removes the sets they left with no point."""
     protected = list(protect)
-    pruning = [app_id, keep, app_id, app_id, protected, app_id, protected, app_id, app_id]
+    pruning = [app_id, keep, app_id, protected, app_id, protected, app_id, app_id]
     return [
         # One pruner per app at a time. Its commit need not wait for the disk: if the server
         # stopped before it reached it, the points would simply still be there, and the next

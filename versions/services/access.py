@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from versions.errors import Forbidden, NotFound, Unauthenticated, VersionsError
 from versions.messages import (
@@ -400,10 +400,18 @@ def activity_scope(actor: Actor, slug: object = None) -> App | None:
     return app
 
 
-def visible_app_ids(actor: Actor) -> frozenset[int] | None:
-    """The ids of the apps ``actor`` sees beyond its global permissions, or None: every app."""
+def visible_app_ids(actor: Actor) -> QuerySet[App, int] | None:
+    """The ids of the apps ``actor`` sees beyond its global permissions (a query of ids, which
+    the apps list keeps as a subquery), or None: every app."""
     if actor.token is not None:
-        return frozenset(actor.token.apps.values_list("pk", flat=True))
+        return App.objects.filter(agent_tokens=actor.token).values_list("pk", flat=True)
     if VIEW in actor.everywhere:
         return None
-    return frozenset(pk for pk, actions in actor.per_app.items() if VIEW in actions)
+    user = actor.user
+    if user is None or not getattr(user, "is_active", False) or not user.pk:
+        return App.objects.none().values_list("pk", flat=True)
+    viewing = [role for role, actions in ROLE_ACTIONS.items() if VIEW in actions]
+    members = AppMembership.objects.filter(
+        Q(user_id=user.pk) | Q(group__in=user.groups.all()), role__in=viewing
+    )
+    return App.objects.filter(pk__in=members.values("app_id")).values_list("pk", flat=True)
