@@ -47,8 +47,8 @@ from versions.errors import InvalidInput, NotFound, PreflightFailed, StaleWrite,
 from versions.request_meta import request_meta
 from versions.strict import first_unknown
 from versions.terms import (
-    POINT,
     MANAGE,
+    POINT,
     PROMOTE,
     RELEASE,
     REVERT,

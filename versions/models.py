@@ -1436,6 +1436,64 @@ class WebhookEvent(models.Model):
             models.Index(fields=["app", "created_on"], name="webhook_event_app"),
             models.Index(fields=["fanned_out", "created_on"], name="webhook_event_pending"),
         ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class WebhookDelivery(models.Model):
+    """One event to one webhook, tried until it is answered 2xx or its time runs out."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    STATES = [(PENDING, "Pending"), (DELIVERED, "Delivered"), (FAILED, "Failed")]
+
+    id = models.CharField(max_length=40, primary_key=True, help_text="dlv_<ms base36>_<8 chars>.")
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(WebhookEvent, on_delete=models.CASCADE, related_name="deliveries")
+    state = models.CharField(max_length=10, choices=STATES, default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    created_on = models.DateTimeField()
+    next_attempt_on = models.DateTimeField()
+    lease_until = models.DateTimeField(
+        null=True, blank=True, help_text="A worker is sending it until then."
+    )
+    redelivery_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_on", "id"]
+        indexes = [
+            models.Index(fields=["webhook", "-created_on"], name="delivery_by_webhook"),
+            models.Index(fields=["state", "next_attempt_on"], name="delivery_due"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class DeliveryAttempt(models.Model):
+    """One try of a delivery, as its log shows it: when, the answer's status, how long it
+    took, the first 1 KB of what it said (or why there was no answer)."""
+
+    EXCERPT_MAX = 1024
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="tries")
+    attempted_on = models.DateTimeField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    response_excerpt = models.TextField(blank=True)
+    error = models.CharField(max_length=400, blank=True)
+
+    class Meta:
+        ordering = ["delivery", "attempted_on", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} at {self.attempted_on}"
+
+
 # --------------------------------------------------------------------------------------------
 # Safe promotion (docs/architecture.md#safe-promotion)
 # --------------------------------------------------------------------------------------------
@@ -1567,57 +1625,6 @@ class ScheduledPromotion(models.Model):
         return self.id
 
 
-class WebhookDelivery(models.Model):
-    """One event to one webhook, tried until it is answered 2xx or its time runs out."""
-
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    STATES = [(PENDING, "Pending"), (DELIVERED, "Delivered"), (FAILED, "Failed")]
-
-    id = models.CharField(max_length=40, primary_key=True, help_text="dlv_<ms base36>_<8 chars>.")
-    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
-    event = models.ForeignKey(WebhookEvent, on_delete=models.CASCADE, related_name="deliveries")
-    state = models.CharField(max_length=10, choices=STATES, default=PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    created_on = models.DateTimeField()
-    next_attempt_on = models.DateTimeField()
-    lease_until = models.DateTimeField(
-        null=True, blank=True, help_text="A worker is sending it until then."
-    )
-    redelivery_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-
-    class Meta:
-        ordering = ["-created_on", "id"]
-        indexes = [
-            models.Index(fields=["webhook", "-created_on"], name="delivery_by_webhook"),
-            models.Index(fields=["state", "next_attempt_on"], name="delivery_due"),
-        ]
-
-    def __str__(self) -> str:
-        return self.id
-
-
-class DeliveryAttempt(models.Model):
-    """One try of a delivery, as its log shows it: when, the answer's status, how long it
-    took, the first 1 KB of what it said (or why there was no answer)."""
-
-    EXCERPT_MAX = 1024
-
-    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="tries")
-    attempted_on = models.DateTimeField()
-    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    duration_ms = models.PositiveIntegerField(default=0)
-    response_excerpt = models.TextField(blank=True)
-    error = models.CharField(max_length=400, blank=True)
-
-    class Meta:
-        ordering = ["delivery", "attempted_on", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.delivery_id} at {self.attempted_on}"
 class ArtifactLock(models.Model):
     """An artifact agents may not write (an owner locked it); people's restores still work."""
 
@@ -1660,6 +1667,8 @@ class RolloutVisitor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.fingerprint[:8]} on {self.deployment}"
+
+
 class ReplicaPin(models.Model):
     """Until when a person's or a token's reads go to the primary, after a write
     (docs/operations.md#read-replicas): their next pages show what they just did even where a

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('versions', '0027_reviews'),
+        ('versions', '0030_review_threads'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('versions', '0027_reviews'),
+        ('versions', '0031_hot_apps'),
     ]
 
     operations = [
