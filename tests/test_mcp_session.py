@@ -43,6 +43,7 @@ TOOLS = {
     "restore_to_release",
     "compare",
     "whoami",
+    "freeze_production",  # the site's token is a superuser's: an owner's
 }
 
 

@@ -273,6 +273,9 @@ def output_schemas() -> dict[str, dict[str, Any]]:
         "reply_to_comment": output_schema(shapes.ReplyOut),
         "promote": moved,
         "rollback_production": moved,
+        "rollout": moved,
+        "schedule_promotion": moved,
+        "freeze_production": output_schema(shapes.FreezeOut),
         "compare": output_schema(shapes.CompareDiffOut),
         "whoami": output_schema(shapes.MeOut),
     }

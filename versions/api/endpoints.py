@@ -43,6 +43,7 @@ from versions.api.schemas import (
     DescribedOut,
     DescribeIn,
     FreezeIn,
+    FreezeOut,
     HistoryQuery,
     KeysetQuery,
     MeOut,
@@ -978,7 +979,7 @@ def post_rollout(request: HttpRequest, slug: str, body: RolloutIn) -> Any:
 
 @api.get(
     "/apps/{slug}/production/freeze",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: FreezeOut, **ERRORS},
     summary="Whether production is frozen, by whom, why and until when",
     tags=["production"],
 )
@@ -988,7 +989,7 @@ def get_freeze(request: HttpRequest, slug: str) -> Any:
 
 @api.post(
     "/apps/{slug}/production/freeze",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: FreezeOut, **ERRORS},
     summary="Freeze production (owners): nothing is promoted until it is unfrozen",
     tags=["production"],
 )
@@ -1000,7 +1001,7 @@ def post_freeze(request: HttpRequest, slug: str, body: FreezeIn) -> Any:
 
 @api.post(
     "/apps/{slug}/production/unfreeze",
-    response={200: dict[str, Any], **ERRORS},
+    response={200: FreezeOut, **ERRORS},
     summary="Unfreeze production (owners)",
     tags=["production"],
 )

@@ -819,6 +819,20 @@ class CommentOut(Schema):
     created_on: str
 
 
+class FreezeOut(Schema):
+    """Whether production is frozen, and by whom, why and until when
+    (docs/api.md#safe-promotion)."""
+
+    model_config = _OPEN
+
+    frozen: bool
+    since: str | None = None
+    until: str | None = None
+    by: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
 class ReplyOut(CommentOut):
     thread: str | None = Field(description="The thread's first comment.")
 
