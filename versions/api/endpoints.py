@@ -185,10 +185,11 @@ def _to(path: str, method: str, **parameters: str) -> dict[str, Any]:
     return {"operationRef": f"#/paths/{pointer}/{method}", "parameters": parameters}
 
 
-def _set_links(expression: str) -> dict[str, Any]:
-    """Links from a change set id in an answer to what can be done with it."""
+def _set_links(expression: str, *, revert: bool = True) -> dict[str, Any]:
+    """Links from a change set id in an answer to what can be done with it (``revert``: the
+    id is always a writer's set, never a restore set's)."""
     set_id = {"set_id": expression}
-    return {
+    links = {
         "GetChangeSet": _to("/change-sets/{set_id}", "get", **set_id),
         "DescribeChangeSet": _to("/change-sets/{set_id}", "patch", **set_id),
         "GetChangeSetDiff": _to("/change-sets/{set_id}/diff", "get", **set_id),
@@ -196,6 +197,9 @@ def _set_links(expression: str) -> dict[str, Any]:
         "RestoreChangeSet": _to("/change-sets/{set_id}/restore", "post", **set_id),
         "RevertChangeSet": _to("/change-sets/{set_id}/revert", "post", **set_id),
     }
+    if not revert:
+        del links["RevertChangeSet"]
+    return links
 
 
 def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
@@ -210,7 +214,7 @@ def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
     }
     # A restore set is restored again to undo it, never reverted (400 in words).
     restored = {
-        **{k: v for k, v in _set_links("$response.body#/setId").items() if k != "RevertChangeSet"},
+        **_set_links("$response.body#/setId", revert=False),
         "GetRestoreReceipt": _to(
             "/restore-sets/{set_id}/receipt", "get", set_id="$response.body#/setId"
         ),
@@ -257,7 +261,10 @@ def _links(path: str, method: str) -> dict[str, dict[str, Any]]:
         },
         ("/apps/{slug}/artifacts/{collection}/{name}", "put"): {"200": write, "201": write},
         ("/apps/{slug}/artifacts/{collection}/{name}", "delete"): {"200": write},
-        ("/apps/{slug}/change-sets", "get"): {"200": _set_links("$response.body#/items/0/id")},
+        # The newest set may be a restore set, which is restored to undo it, never reverted.
+        ("/apps/{slug}/change-sets", "get"): {
+            "200": _set_links("$response.body#/items/0/id", revert=False)
+        },
         ("/change-sets/{set_id}/restore", "post"): {"200": restored},
         ("/change-sets/{set_id}/revert", "post"): {"200": restored},
         ("/restore-points/{point_id}/restore", "post"): {"200": restored},
