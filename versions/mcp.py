@@ -612,7 +612,7 @@ def build_server(app_slug: str, token: str) -> MCPServer:
 
             return call(body, at, ref, note)
 
-    if _may(authorise, MANAGE):
+    if _may(authorise, PROMOTE) and _may(authorise, MANAGE):
 
         @server.tool(annotations=changes_app)
         def freeze_production(
