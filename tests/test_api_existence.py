@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from api_helpers import ApiClient, make_token, make_user
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.utils import timezone
 
 from versions import services
 from versions.api import api as agent_api
@@ -29,6 +31,7 @@ MISSING = {
     "point_id": "rp_zzzzzz_00000000",
     "comment_id": "cm_zzzzzz_00000000",
     "refs": "cs_rp_zzzzzz_00000000...rp_zzzzzz_00000000",
+    "schedule_id": "sp_zzzzzz_00000000",
 }
 # What each method sends: a body of the right shape, so that only existence decides.
 BODIES: dict[str, Any] = {
@@ -63,6 +66,13 @@ def _fill(template: str, values: dict[str, str]) -> str:
 def _answer(client: ApiClient, method: str, path: str, ids: list[str]) -> tuple[int, Any]:
     """The status and the body, with the ids of the request replaced by "<id>"."""
     body = {"body": "Done."} if path.endswith("/replies") else BODIES.get(method)
+    if method == "POST":  # safe promotion's bodies with a required field
+        if path.endswith("/production/freeze"):
+            body = {"reason": "existence"}
+        elif path.endswith("/schedules"):
+            body = {"at": "2099-01-01T00:00:00Z"}
+        elif path.endswith("/rollout"):
+            body = {"to": 10}
     response = client.client.generic(
         method,
         "/api/v1" + path,
@@ -97,8 +107,10 @@ def _elsewhere_ids(app: App) -> dict[str, str]:
         body="Why this line?",
         actor=reviewer,
     )
+    schedule = services.promote(app, by="a", at=timezone.now() + timedelta(hours=1))
     return {
         "slug": app.slug,
+        "schedule_id": schedule.schedule_id or "",
         "collection": "pltf_page",
         "name": "index",
         "set_id": first.change_set_id,

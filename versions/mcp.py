@@ -839,7 +839,7 @@ def build_server(
 
             return call(body, at, ref, note)
 
-    if _may(authorise, MANAGE):
+    if _may(authorise, PROMOTE) and _may(authorise, MANAGE):
 
         @server.tool(annotations=changes_app)
         def freeze_production(

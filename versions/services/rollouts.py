@@ -33,7 +33,7 @@ from versions import terms
 from versions.errors import Conflict, InvalidInput, NotFound
 from versions.models import App, Deployment, DeploymentEvent, DeploymentWatch, RolloutVisitor
 from versions.services import engine, gates
-from versions.services.access import Actor
+from versions.services.access import Actor, app_for
 from versions.services.capture import resolve_app
 from versions.services.deployments import (
     _clean_note,
@@ -250,7 +250,8 @@ def rollout_action(
         if action == ABORT:
             return abort_rollout(app, actor=actor, note=note)
         raise InvalidInput(words.ROLLOUT_BAD_ACTION.format(action=str(action)[:40]), field="action")
-    app_obj = resolve_app(app)
+    # Who may not see the app learns nothing of its rollout (docs/api.md#existence).
+    app_obj = app_for(app, actor=actor) if actor is not None else resolve_app(app)
     if app_obj.candidate_id is None:
         return promote(app_obj, actor=actor, ref=ref, note=note, rollout=check_share(to))
     return advance_rollout(app_obj, to=to, actor=actor, note=note)

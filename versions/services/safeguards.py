@@ -18,7 +18,7 @@ from versions.services import gates
 from versions.services.access import Actor, app_for
 from versions.services.audit import record
 from versions.services.validation import clean_note
-from versions.terms import MANAGE
+from versions.terms import MANAGE, PROMOTE
 
 
 def add_check(
@@ -97,12 +97,20 @@ def _whole(value: object) -> int | None:
     return value
 
 
+def _production_owner(app: App | str, actor: Actor) -> App:
+    """The app, for an owner who may also promote it: a token freezes production only when
+    made ``--can-promote`` (production is no plain token's business)."""
+    app_obj = app_for(app, actor=actor, action=MANAGE)
+    actor.require(PROMOTE, app_obj)
+    return app_obj
+
+
 def freeze_production(
     app: App | str, *, actor: Actor, reason: object, until: datetime | None = None
 ) -> dict[str, Any]:
     """Freeze production (owners): nothing is promoted — by hand, schedule or rollout —
     until it is unfrozen (or ``until`` passes); rolling back stays allowed."""
-    app_obj = app_for(app, actor=actor, action=MANAGE)
+    app_obj = _production_owner(app, actor)
     text = clean_note(reason)
     if not text:
         raise InvalidInput(words.FREEZE_REASON_NEEDED, field="reason")
@@ -133,7 +141,7 @@ def freeze_production(
 
 def unfreeze_production(app: App | str, *, actor: Actor) -> dict[str, Any]:
     """Lift production's freeze (owners)."""
-    app_obj = app_for(app, actor=actor, action=MANAGE)
+    app_obj = _production_owner(app, actor)
     with transaction.atomic():
         policy = PromotionPolicy.objects.select_for_update().filter(app=app_obj).first()
         if policy is None or not gates.frozen(policy):
