@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -364,6 +365,12 @@ def test_every_tool_answers_what_its_output_schema_says(site):
         await ok("promote", ref=set_id, note="again")
         await ok("rollback_production")
         await ok("list_deployments")
+        await ok("rollout", to=20, note="canary")
+        await ok("rollout", action="abort")
+        soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+        await ok("schedule_promotion", at=soon, note="tomorrow")
+        await ok("freeze_production", reason="Release week.")
+        await ok("freeze_production", reason="", unfreeze=True)
         return called ^ set(tools)
 
     assert run(site, site["tokens"]["promoter"], job) == set()

@@ -43,7 +43,6 @@ TOOLS = {
     "restore_to_release",
     "compare",
     "whoami",
-    "freeze_production",  # the site's token is a superuser's: an owner's
 }
 
 

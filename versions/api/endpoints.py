@@ -987,6 +987,7 @@ def post_rollout(request: HttpRequest, slug: str, body: RolloutIn) -> Any:
 @api.get(
     "/apps/{slug}/production/freeze",
     response={200: FreezeOut, **ERRORS},
+    exclude_none=True,
     summary="Whether production is frozen, by whom, why and until when",
     tags=["production"],
 )
@@ -997,6 +998,7 @@ def get_freeze(request: HttpRequest, slug: str) -> Any:
 @api.post(
     "/apps/{slug}/production/freeze",
     response={200: FreezeOut, **ERRORS},
+    exclude_none=True,
     summary="Freeze production (owners): nothing is promoted until it is unfrozen",
     tags=["production"],
 )
@@ -1009,6 +1011,7 @@ def post_freeze(request: HttpRequest, slug: str, body: FreezeIn) -> Any:
 @api.post(
     "/apps/{slug}/production/unfreeze",
     response={200: FreezeOut, **ERRORS},
+    exclude_none=True,
     summary="Unfreeze production (owners)",
     tags=["production"],
 )

@@ -763,6 +763,32 @@ class EventOut(Schema):
     note: str
 
 
+class FreezeOut(Schema):
+    """Whether production is frozen, and by whom, why and until when
+    (docs/api.md#safe-promotion)."""
+
+    model_config = _OPEN
+
+    frozen: bool
+    since: str | None = None
+    until: str | None = None
+    by: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class RolloutOut(Schema):
+    """A running gradual rollout: its candidate, its share of visitors, and what the watch
+    counted of the candidate's answers."""
+
+    model_config = _OPEN
+
+    candidate: str
+    share: int
+    requests: int
+    errors: int
+
+
 class DeploymentPage(Schema):
     """The app's production, its deployments newest first, and the history of production."""
 
@@ -772,6 +798,11 @@ class DeploymentPage(Schema):
     production: str | None = Field(description="The deployment production serves, or null.")
     deployments: list[DeploymentOut]
     history: list[EventOut] = Field(description="The newest promotions and rollbacks (50).")
+    rollout: RolloutOut | None = Field(None, description="The running rollout, or null.")
+    freeze: FreezeOut | None = None
+    schedules: list[dict[str, Any]] = Field(
+        default_factory=list, description="Scheduled promotions that have not run."
+    )
     next_cursor: str | None = Field(None, description=NEXT_CURSOR_DESCRIPTION)
 
 
@@ -819,20 +850,6 @@ class CommentOut(Schema):
     created_on: str
 
 
-class FreezeOut(Schema):
-    """Whether production is frozen, and by whom, why and until when
-    (docs/api.md#safe-promotion)."""
-
-    model_config = _OPEN
-
-    frozen: bool
-    since: str | None = None
-    until: str | None = None
-    by: str | None = None
-    reason: str | None = None
-    message: str | None = None
-
-
 class ReplyOut(CommentOut):
     thread: str | None = Field(description="The thread's first comment.")
 
@@ -853,6 +870,9 @@ class ThreadOut(Schema):
     anchor: AnchorOut
     resolved: bool
     outdated: bool
+    addressedIn: str | None = Field(
+        None, description="The restore point of the write that said it answers this thread."
+    )
     comments: list[CommentOut]
 
 
