@@ -37,6 +37,7 @@ from versions.messages import (
 from versions.models import (
     API_ROUTE,
     App,
+    AppCheck,
     ChangeSet,
     Deployment,
     DeploymentEntry,
@@ -347,6 +348,11 @@ def watch_begins(app: App, deployment_id: str, now: Any) -> None:
         deployment_id=deployment_id,
         defaults={"app": app, "started_on": now, "requests": 0, "errors": 0, "ended_on": None},
     )
+    if AppCheck.objects.filter(app_id=app.pk).exists():
+        # The app's HTTP checks run again against it, by the worker, once this commits.
+        from versions import promotion_tasks, tasks  # the tasks import the services
+
+        tasks.enqueue_on_commit(promotion_tasks.watch_promotion, deployment_id)
 
 
 def check_share(share: object) -> int:

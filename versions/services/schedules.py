@@ -103,6 +103,10 @@ def schedule_promotion(
             reason=note,
             details={"at": _iso(moment), "artifacts": len(fixed)},
         )
+        # The worker runs what is due at that moment (docs/operations.md#worker).
+        from versions import promotion_tasks, tasks  # the tasks import the services
+
+        tasks.enqueue_on_commit(promotion_tasks.run_due_promotions.using(run_after=moment))
     return receipt
 
 
