@@ -388,7 +388,7 @@ def reviews_payload(change_set: ChangeSet) -> dict[str, Any]:
 
 # An app that never promoted: the change sets of this many days may await a review.
 AWAITING_DAYS = 14
-# At most this many sets await a person's review per app (the newest).
+# At most this many sets await a person's review, across their apps (the newest).
 AWAITING_MAX = 50
 
 
@@ -409,7 +409,10 @@ def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]
     sets that production does not serve yet (written after its deployment; for an app that
     never promoted, of the last ``AWAITING_DAYS`` days), that are not approved yet, that
     ``name`` is not one of the authors of, and that ``name`` has not reviewed since their last
-    write. The caller passes only the apps where the person may review."""
+    write. The caller passes only the apps where the person may review. At most the newest
+    ``AWAITING_MAX`` candidate sets are weighed, across all the apps: the list is a to-do
+    list, and reading the points of every recent set of every app would read a busy app's
+    whole history (docs/architecture.md#scale)."""
     apps = list(apps)
     out: dict[int, list[ChangeSet]] = {a.pk: [] for a in apps}
     if not apps or not name:
@@ -420,7 +423,7 @@ def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]
     candidates = list(
         ChangeSet.objects.filter(pending, kind=ChangeSet.CHANGE)
         .select_related("app")
-        .order_by("-created_on", "-id")[: AWAITING_MAX * len(apps)]
+        .order_by("-created_on", "-id")[:AWAITING_MAX]
     )
     if not candidates:
         return out
