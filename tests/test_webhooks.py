@@ -22,7 +22,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 from webhook_helpers import start_receiver
 
-from versions import messages, services
+from versions import ids, messages, services
 from versions.errors import StaleWrite
 from versions.models import (
     PAGE,
@@ -337,6 +337,15 @@ def test_restores_reverts_promotions_and_rollbacks_store_their_events(app):
     promoted = WebhookEvent.objects.filter(type="production.promoted").last()
     assert promoted.data["deployment"].startswith("dp_")
     assert first
+
+
+def test_events_made_in_one_millisecond_keep_the_order_they_were_made_in():
+    # On a fast machine a restore and the next write report in the same millisecond: the
+    # events' ids must still sort in the order they happened (deliveries follow that order).
+    made = [f"evt_{ids.base36(1_700_000_000_000)}_{ids.ordered_suffix(1_700_000_000_000)}" for _ in range(300)]
+    assert sorted(made) == made and len(set(made)) == 300
+    later = ids.ordered_suffix(1_700_000_000_001)
+    assert later.startswith("000")
 
 
 def test_reviews_and_comments_store_their_events(app):

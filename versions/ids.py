@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -24,6 +25,24 @@ def random_suffix(length: int = 8) -> str:
     """``length`` uniformly random characters of [0-9a-z], from one draw of the system RNG."""
     digits = base36(secrets.randbelow(36**length))
     return "0" * (length - len(digits)) + digits
+
+
+_sequence_lock = threading.Lock()
+_sequence_at = [0, 0]  # [ms, number of ids handed out in that ms]
+
+
+def ordered_suffix(ms: int, length: int = 8) -> str:
+    """``length`` characters of [0-9a-z] that sort in the order this process asked for them
+    within millisecond ``ms`` (three characters of sequence, the rest random), so that ids made
+    in one millisecond by one process keep the order they were made in."""
+    with _sequence_lock:
+        if _sequence_at[0] == ms:
+            _sequence_at[1] += 1
+        else:
+            _sequence_at[0], _sequence_at[1] = ms, 0
+        number = _sequence_at[1]
+    sequence = base36(min(number, 36**3 - 1))
+    return "0" * (3 - len(sequence)) + sequence + random_suffix(length - 3)
 
 
 def now_ms() -> int:

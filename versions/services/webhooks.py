@@ -411,7 +411,8 @@ def _emit_sql() -> str:
 def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     """Record event ``event_type`` of app ``app_id`` in the caller's transaction when a webhook
     or a member's email takes it, and enqueue its delivery once the transaction commits."""
-    event_id = _new_id("evt")
+    ms = ids.now_ms()
+    event_id = f"evt_{ids.base36(ms)}_{ids.ordered_suffix(ms)}"
     pattern = f"%,{event_type},%"
     inserted = rawsql.execute_deferred(
         _emit_sql(),
@@ -419,7 +420,7 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
             event_id,
             app_id,
             event_type,
-            connection.ops.adapt_datetimefield_value(_now()),
+            connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
             json.dumps(data, separators=(",", ":")),
             False,
             app_id,
