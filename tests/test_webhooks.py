@@ -342,7 +342,10 @@ def test_restores_reverts_promotions_and_rollbacks_store_their_events(app):
 def test_events_made_in_one_millisecond_keep_the_order_they_were_made_in():
     # On a fast machine a restore and the next write report in the same millisecond: the
     # events' ids must still sort in the order they happened (deliveries follow that order).
-    made = [f"evt_{ids.base36(1_700_000_000_000)}_{ids.ordered_suffix(1_700_000_000_000)}" for _ in range(300)]
+    made = [
+        f"evt_{ids.base36(1_700_000_000_000)}_{ids.ordered_suffix(1_700_000_000_000)}"
+        for _ in range(300)
+    ]
     assert sorted(made) == made and len(set(made)) == 300
     later = ids.ordered_suffix(1_700_000_000_001)
     assert later.startswith("000")

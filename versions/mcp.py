@@ -857,7 +857,6 @@ def build_server(
 
             return call(body, reason)
 
-
     schemas = output_schemas()
     for tool in server._tool_manager._tools.values():
         tool.title = TITLES.get(tool.name, tool.title)

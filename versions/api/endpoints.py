@@ -963,6 +963,8 @@ def _wants_diff(request: HttpRequest) -> bool:
 )
 def get_me(request: HttpRequest) -> Any:
     return selectors.whoami(_actor(request))
+
+
 # --- safe promotion (docs/api.md#safe-promotion) ---------------------------------------------
 
 
