@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 
 from versions import messages, selectors, services
 from versions.mcp import build_server
-from versions.models import PAGE, App, AuditEvent, Comment
+from versions.models import PAGE, App, AuditEvent, Comment, RestorePoint
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -370,6 +370,15 @@ def test_a_restore_set_says_what_it_restored_and_sits_under_its_set(admin_client
     assert ids.index(receipt.set_id) == ids.index(turn["set"]) + 1
     assert "nested" in {i: c for c, i in rows}[receipt.set_id]
     assert f"Restore all of {turn['set']} by olga" in page
+
+
+def test_a_restore_of_one_point_says_which_point_not_restore_all(admin_client, app, turn):
+    point = RestorePoint.objects.get(change_set_id=turn["set"]).id
+    receipt = services.restore_point(point, by="olga")
+    assert receipt.as_dict()["restoredPoint"] == point
+    page = admin_client.get(f"/apps/{app.slug}/versions/").content.decode()
+    assert f"Restore of {point} ({turn['set']}) by olga" in page
+    assert f"Restore all of {turn['set']}" not in page
 
 
 def test_compare_offers_recent_sets_deployments_release_production_and_draft(

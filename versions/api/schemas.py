@@ -553,6 +553,9 @@ class RestoreReceiptOut(Schema):
     created_on: str | None = None
     scope: str | None = None
     revertedSet: str | None = Field(None, description="On a revert: the set taken back.")
+    restoredPoint: str | None = Field(
+        None, description="On a Restore of one point: the point restored to its state before."
+    )
     laterChanges: list[dict[str, Any]] | None = Field(
         None,
         description="On a dry run: per artifact, the later change sets this would also undo.",

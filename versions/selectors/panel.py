@@ -854,7 +854,8 @@ def attach_artifacts(sets: list[ChangeSet], first: int = ROW_ARTIFACTS) -> None:
 
 def restore_words(cs: ChangeSet) -> str:
     """What a restore set restored, in words: "Restore all of cs_… by ada", "Revert of cs_…
-    by ada", "Restore to release cs_… by ada", "Undo of rs_… by ada" ("" for a change set)."""
+    by ada", "Restore of rp_… (cs_…) by ada", "Restore to release cs_… by ada", "Undo of rs_… by
+    ada" ("" for a change set)."""
     if cs.kind != ChangeSet.RESTORE:
         return ""
     receipt = cs.receipt or {}
@@ -862,6 +863,8 @@ def restore_words(cs: ChangeSet) -> str:
     who = f" by {cs.created_by}" if cs.created_by else ""
     if receipt.get("revertedSet"):
         return f"Revert of {receipt['revertedSet']}{who}"
+    if receipt.get("restoredPoint"):
+        return f"Restore of {receipt['restoredPoint']} ({target}){who}"
     if receipt.get("scope"):
         return f"Restore to release {target}{who}"
     if target.startswith("rs_"):

@@ -391,9 +391,14 @@ class Request:
 class Plan(Protocol):
     """A restore as a plan: the executor runs it (see the module's docstring)."""
 
-    #: Put on the receipt: ``"scope"`` (Restore to release) and ``"revertedSet"`` (a revert).
+    #: Put on the receipt: ``"scope"`` (Restore to release), ``"revertedSet"`` (a revert) and
+    #: ``"restoredPoint"`` (Restore of one point).
     scope: str | None
     reverts: bool
+
+    @property
+    def restored_point(self) -> str | None: ...
+
     #: The sentence of a restore that had nothing to write.
     noop_message: str
     #: Extra pre-flight rules of this plan, run after :data:`TARGET_RULES`.
@@ -421,6 +426,7 @@ class RestorePlan:
 
     scope: str | None = None
     reverts: bool = False
+    restored_point: str | None = None
     noop_message: str = NOOP_MESSAGE
     rules: tuple[TargetRule, ...] = ()
     action: str = RESTORE
@@ -665,6 +671,7 @@ def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
         created_by=request.by,
         scope=plan.scope,
         reverted_set=subject.ref if plan.reverts else None,
+        restored_point=plan.restored_point,
     )
     if findings and (not request.dry_run or subject.emptied):
         # A subject retention emptied is refused alike by a dry run: nothing of it is left.

@@ -104,6 +104,7 @@ class RestoreReceipt:
     created_on: str | None = None
     scope: str | None = None
     reverted_set: str | None = None
+    restored_point: str | None = None
     later_changes: list[LaterChange] = field(default_factory=list)
     later_sets: list[LaterSet] = field(default_factory=list)
 
@@ -276,6 +277,8 @@ def _restore_json(receipt: RestoreReceipt) -> dict[str, Any]:
         data["scope"] = receipt.scope
     if receipt.reverted_set is not None:
         data["revertedSet"] = receipt.reverted_set
+    if receipt.restored_point is not None:
+        data["restoredPoint"] = receipt.restored_point
     if receipt.later_changes:  # only when there is later work: a dry run's keys stay as they were
         data["laterChanges"] = [
             {"name": c.name, "collection": c.collection, "sets": list(c.sets)}
@@ -417,6 +420,7 @@ def read_receipt(data: dict[str, Any] | None) -> RestoreReceipt:
         created_on=data.get("created_on"),
         scope=data.get("scope"),
         reverted_set=data.get("revertedSet"),
+        restored_point=data.get("restoredPoint"),
         later_changes=[
             LaterChange(c.get("name", ""), c.get("collection", ""), tuple(c.get("sets") or ()))
             for c in data.get("laterChanges") or []

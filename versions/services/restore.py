@@ -176,6 +176,10 @@ class PointPlan(engine.RestorePlan):
     def targets(self, subject: Subject, lock: Locker) -> list[RestoreTarget]:
         return [subject.data]
 
+    @property
+    def restored_point(self) -> str | None:  # type: ignore[override]
+        return self.point_id if isinstance(self.point_id, str) else None
+
 
 def restore_change_set(
     set_id: str,
