@@ -170,6 +170,50 @@ def demo_signed_in(make_user, sign_in):
     return do
 
 
+class Demo:
+    """The demo app with its second app and its accounts (owner ``demo``, reviewer), loaded;
+    ``turn`` is the agent's turn a person reviews."""
+
+    def __init__(self, live_server) -> None:
+        from versions.management.commands.load_demo import (
+            DEMO_SLUG,
+            demo_accounts,
+            load_demo,
+            load_second_app,
+        )
+        from versions.models import ChangeSet
+
+        load_demo()
+        load_second_app()
+        demo_accounts()
+        self.url = live_server.url
+        self.slug = DEMO_SLUG
+        self.turn = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1").id
+
+    def sign_in(self, page, username: str, password: str) -> None:
+        """Sign in through the login form, as a person does."""
+        page.goto(f"{self.url}/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{self.url}/")
+
+    def as_owner(self, page) -> None:
+        from versions.management.commands.load_demo import DEMO_PASSWORD, DEMO_USER
+
+        self.sign_in(page, DEMO_USER, DEMO_PASSWORD)
+
+    def as_reviewer(self, page) -> None:
+        from versions.management.commands.load_demo import REVIEWER_PASSWORD, REVIEWER_USER
+
+        self.sign_in(page, REVIEWER_USER, REVIEWER_PASSWORD)
+
+
+@pytest.fixture
+def demo(transactional_db, live_server) -> Demo:
+    return Demo(live_server)
+
+
 # axe-core (the npm package, installed by `make install` into .venv/node) checks each panel page
 # and state for accessibility problems; serious and critical ones fail the test.
 AXE_JS = Path(sys.prefix) / "node" / "node_modules" / "axe-core" / "axe.min.js"

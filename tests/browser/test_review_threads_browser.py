@@ -36,43 +36,6 @@ def _shot(page, name: str, part: str | None = None) -> None:
             page.screenshot(path=path, full_page=True)
 
 
-@pytest.fixture
-def demo(transactional_db):
-    from versions.management.commands.load_demo import (
-        DEMO_SLUG,
-        demo_accounts,
-        load_demo,
-        load_second_app,
-    )
-    from versions.models import ChangeSet
-
-    load_demo()
-    load_second_app()
-    demo_accounts()
-    turn = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    return {"slug": DEMO_SLUG, "turn": turn.id}
-
-
-def _sign_in(page, live_server, username: str, password: str) -> None:
-    page.goto(f"{live_server.url}/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{live_server.url}/")
-
-
-def _as_reviewer(page, live_server) -> None:
-    from versions.management.commands.load_demo import REVIEWER_PASSWORD, REVIEWER_USER
-
-    _sign_in(page, live_server, REVIEWER_USER, REVIEWER_PASSWORD)
-
-
-def _as_owner(page, live_server) -> None:
-    from versions.management.commands.load_demo import DEMO_PASSWORD, DEMO_USER
-
-    _sign_in(page, live_server, DEMO_USER, DEMO_PASSWORD)
-
-
 def _line_number(page, text: str):
     """The "after" line number link of the diff row that reads ``text``."""
     row = page.locator("#set-list-items tr", has_text=text).first
@@ -99,8 +62,8 @@ def _agent_reply(live_server, comment_id: str, body: str) -> dict:
 def test_a_line_comment_with_a_reply_resolve_and_the_agents_answer(page, live_server, demo):
     from versions.models import Comment
 
-    slug, turn = demo["slug"], demo["turn"]
-    _as_reviewer(page, live_server)
+    slug, turn = demo.slug, demo.turn
+    demo.as_reviewer(page)
     page.goto(f"{live_server.url}/apps/{slug}/versions/change-sets/{turn}/")
     expect(page.locator("#line-comment-hint")).to_contain_text("click its number")
 
@@ -153,7 +116,6 @@ def test_a_line_comment_with_a_reply_resolve_and_the_agents_answer(page, live_se
 
 
 def test_a_line_comment_works_without_javascript(browser, live_server, demo, problems):
-    from versions.management.commands.load_demo import REVIEWER_PASSWORD, REVIEWER_USER
     from versions.models import Comment
 
     context = browser.new_context(
@@ -161,8 +123,8 @@ def test_a_line_comment_works_without_javascript(browser, live_server, demo, pro
     )
     page = context.new_page()
     try:
-        _sign_in(page, live_server, REVIEWER_USER, REVIEWER_PASSWORD)
-        page.goto(f"{live_server.url}/apps/{demo['slug']}/versions/change-sets/{demo['turn']}/")
+        demo.as_reviewer(page)
+        page.goto(f"{live_server.url}/apps/{demo.slug}/versions/change-sets/{demo.turn}/")
         _line_number(page, LINE_TEXT).click()
         expect(page.get_by_role("heading", name="Comment on a line")).to_be_visible()
         page.get_by_label("Comment (Markdown)").fill("Plain HTML works too.")
@@ -180,9 +142,9 @@ def test_an_owner_sees_what_protection_needs_is_refused_and_promotes_anyway(
     from versions import services
     from versions.models import App, Deployment
 
-    slug, turn = demo["slug"], demo["turn"]
+    slug, turn = demo.slug, demo.turn
     services.change_app(slug, protection=PROTECTED)
-    _as_owner(page, live_server)
+    demo.as_owner(page)
     page.goto(f"{live_server.url}/apps/{slug}/versions/production/")
     expect(
         page.get_by_role("heading", name="The draft is 1 change set ahead of production")
@@ -218,9 +180,9 @@ def test_markdown_with_iframes_javascript_links_and_handlers_renders_inert(page,
         '<div onclick="window.hacked=4" onmouseover="window.hacked=5">hover</div>\n\n'
         '<svg onload="window.hacked=6"></svg> <script>window.hacked=7</script>'
     )
-    services.submit_review(demo["turn"], verdict="comment", body=body, actor=reviewer)
-    _as_reviewer(page, live_server)
-    page.goto(f"{live_server.url}/apps/{demo['slug']}/versions/change-sets/{demo['turn']}/")
+    services.submit_review(demo.turn, verdict="comment", body=body, actor=reviewer)
+    demo.as_reviewer(page)
+    page.goto(f"{live_server.url}/apps/{demo.slug}/versions/change-sets/{demo.turn}/")
     md = page.locator("#set-reviews article .md").last
     expect(md).to_contain_text("click me")
     expect(md.locator("iframe, script, svg, [onclick], [onmouseover], [onload]")).to_have_count(0)
@@ -236,7 +198,7 @@ def test_new_pages_have_no_serious_accessibility_problems(sized_page, live_serve
 
     from versions import services
 
-    page, slug, turn = sized_page, demo["slug"], demo["turn"]
+    page, slug, turn = sized_page, demo.slug, demo.turn
     reviewer = services.actor_for_user(User.objects.get(username="reviewer"))
     root = services.add_comment(
         turn, collection="pltf_page", name="index", side="after", line=LINE,
@@ -244,7 +206,7 @@ def test_new_pages_have_no_serious_accessibility_problems(sized_page, live_serve
     )  # fmt: skip
     services.reply(root.id, body="From the old *spec*.", actor=reviewer)
     services.change_app(slug, protection=PROTECTED)
-    _as_reviewer(page, live_server)
+    demo.as_reviewer(page)
 
     expect(page.get_by_role("heading", name="Awaiting your review")).to_be_visible()
     axe(page, "the apps list with sets awaiting a review")

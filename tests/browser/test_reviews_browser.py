@@ -14,50 +14,19 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def demo(transactional_db):
-    from versions.management.commands.load_demo import (
-        DEMO_SLUG,
-        demo_accounts,
-        load_demo,
-        load_second_app,
-    )
-    from versions.models import ChangeSet
-
-    load_demo()
-    load_second_app()
-    demo_accounts()
-    turn = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1")
-    return {"slug": DEMO_SLUG, "turn": turn.id}
-
-
-def _sign_in(page, live_server, username: str, password: str) -> None:
-    page.goto(f"{live_server.url}/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{live_server.url}/")
-
-
 def _sign_out(page) -> None:
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url("**/accounts/login/**")
 
 
 def test_a_review_lets_a_protected_promotion_through(page, live_server, demo):
-    from versions.management.commands.load_demo import (
-        DEMO_PASSWORD,
-        DEMO_USER,
-        REVIEWER_PASSWORD,
-        REVIEWER_USER,
-    )
     from versions.models import App
 
-    slug, turn = demo["slug"], demo["turn"]
+    slug, turn = demo.slug, demo.turn
     production = App.objects.get(slug=slug).production_id
 
     # The owner requires one approval on the Settings page.
-    _sign_in(page, live_server, DEMO_USER, DEMO_PASSWORD)
+    demo.as_owner(page)
     page.goto(f"{live_server.url}/apps/{slug}/versions/")
     expect(page.locator(f"#set-{turn} .badge.review-required")).to_have_text("Review required")
     page.get_by_role("link", name="Settings").click()
@@ -77,7 +46,7 @@ def test_a_review_lets_a_protected_promotion_through(page, live_server, demo):
     _sign_out(page)
 
     # The reviewer approves the turn in its Review box.
-    _sign_in(page, live_server, REVIEWER_USER, REVIEWER_PASSWORD)
+    demo.as_reviewer(page)
     page.goto(f"{live_server.url}/apps/{slug}/versions/change-sets/{turn}/")
     page.get_by_label("Approve").check()
     page.get_by_role("textbox", name=re.compile("^Review")).fill(
@@ -93,7 +62,7 @@ def test_a_review_lets_a_protected_promotion_through(page, live_server, demo):
     _sign_out(page)
 
     # Now the promotion goes through.
-    _sign_in(page, live_server, DEMO_USER, DEMO_PASSWORD)
+    demo.as_owner(page)
     page.goto(f"{live_server.url}/apps/{slug}/versions/production/")
     page.get_by_role("button", name="Promote to production").click()
     page.locator("#dialog-slot").get_by_role("button", name="Confirm promotion").click()
@@ -107,15 +76,14 @@ def test_a_review_lets_a_protected_promotion_through(page, live_server, demo):
 def test_the_settings_page_has_no_serious_accessibility_problems(
     sized_page, live_server, demo, axe
 ):
-    from versions.management.commands.load_demo import DEMO_PASSWORD, DEMO_USER
 
-    _sign_in(sized_page, live_server, DEMO_USER, DEMO_PASSWORD)
-    sized_page.goto(f"{live_server.url}/apps/{demo['slug']}/versions/settings/")
+    demo.as_owner(sized_page)
+    sized_page.goto(f"{live_server.url}/apps/{demo.slug}/versions/settings/")
     expect(sized_page.get_by_role("heading", name="Settings")).to_be_visible()
     axe(sized_page, "the Settings page")
     sized_page.get_by_label("Required approvals").fill("9")
     sized_page.get_by_role("button", name="Save settings").click()
     expect(sized_page.get_by_role("alert")).to_contain_text("less than or equal to 5")
     axe(sized_page, "the Settings page with an error")
-    sized_page.goto(f"{live_server.url}/apps/{demo['slug']}/versions/change-sets/{demo['turn']}/")
+    sized_page.goto(f"{live_server.url}/apps/{demo.slug}/versions/change-sets/{demo.turn}/")
     axe(sized_page, "a set's page with its Review box")
