@@ -13,6 +13,8 @@ from urllib.parse import unquote
 import pytest
 from api_helpers import ApiClient, make_token
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from versions import messages, selectors, services
 from versions.mcp import build_server
@@ -326,6 +328,25 @@ def test_nobody_awaits_their_own_agents_turn_and_an_approved_set_awaits_no_one(a
     olga = person(app, "olga", "reviewer")
     services.submit_review(turn["set"], verdict="approve", actor=olga)
     assert turn["set"] not in [c.id for c in selectors.awaiting_review("rita", [app])[app.pk]]
+
+
+def test_awaiting_review_reads_as_many_queries_for_eight_promoted_apps_as_for_one(app, turn):
+    services.promote(app, by="olga")
+    write(app, "one\nTWO\nthree\nfive\n", "2")  # a set production does not serve yet
+
+    def count(apps: list[App]) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            selectors.awaiting_review("rita", apps)
+        return len(queries)
+
+    one = count([App.objects.get(pk=app.pk)])
+    others = []
+    for i in range(7):
+        other = App.objects.create(slug=f"other-{i}", name=f"Other {i}")
+        services.write_artifact(other, PAGE, "index", "x\n", requested_by="ada", tool="t")
+        services.promote(other, by="olga")
+        others.append(App.objects.get(pk=other.pk))
+    assert count([App.objects.get(pk=app.pk), *others]) == one
 
 
 def test_the_apps_list_and_the_app_show_awaiting_your_review(client, app, turn):

@@ -392,16 +392,16 @@ AWAITING_DAYS = 14
 AWAITING_MAX = 50
 
 
-def _pending_since(app: App) -> datetime:
-    """When the sets that production does not serve yet begin: its deployment's moment, or
-    (an app that never promoted) ``AWAITING_DAYS`` ago."""
-    if app.production_id is not None:
-        made = (
-            Deployment.objects.filter(pk=app.production_id).values_list("created_on", flat=True)
-        ).first()
-        if made is not None:
-            return made
-    return timezone.now() - timedelta(days=AWAITING_DAYS)
+def _pending_since(apps: list[App]) -> dict[int, datetime]:
+    """By app, when the sets that production does not serve yet begin: its deployment's
+    moment, or (an app that never promoted) ``AWAITING_DAYS`` ago. One query for all."""
+    made = dict(
+        Deployment.objects.filter(
+            pk__in=[a.production_id for a in apps if a.production_id is not None]
+        ).values_list("id", "created_on")
+    )
+    default = timezone.now() - timedelta(days=AWAITING_DAYS)
+    return {a.pk: made.get(a.production_id or "", default) for a in apps}
 
 
 def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]]:
@@ -418,8 +418,8 @@ def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]
     if not apps or not name:
         return out
     pending = Q()
-    for a in apps:
-        pending |= Q(app_id=a.pk, created_on__gt=_pending_since(a))
+    for app_id, since in _pending_since(apps).items():
+        pending |= Q(app_id=app_id, created_on__gt=since)
     candidates = list(
         ChangeSet.objects.filter(pending, kind=ChangeSet.CHANGE)
         .select_related("app")
@@ -452,6 +452,8 @@ def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]
     ]
     for app_id in by_app:
         mine = [c for c in fresh if c.app_id == app_id]
+        if not mine:
+            continue
         states = review_states([c.id for c in mine], protection_of(by_app[app_id]))
         for c in mine:
             state = states[c.id]
