@@ -6,6 +6,7 @@ docs/api.md#me, docs/api.md#compare): artifacts, deployments and reviews page by
 from __future__ import annotations
 
 import re
+from itertools import count
 
 import pytest
 from api_helpers import ApiClient, make_token, make_user
@@ -14,6 +15,7 @@ from django.contrib.auth.models import Permission
 
 from versions import services
 from versions.models import AgentToken, ChangeSet
+from versions.selectors.paging import encode_cursor
 
 pytestmark = pytest.mark.django_db
 
@@ -33,9 +35,9 @@ def _next_link(response) -> str | None:
     return match.group(1)
 
 
-def _walk(api: ApiClient, first, key: str, between=None) -> list:
-    """Every item of a keyset walk, following Link; ``between`` runs between two pages."""
-    seen = list(first.json()[key])
+def _pages(api: ApiClient, first, between=None) -> list[dict]:
+    """Every page of a keyset walk, following Link; ``between`` runs between two pages."""
+    pages = [first.json()]
     link = _next_link(first)
     assert first.json()["next_cursor"] and link
     while link:
@@ -43,10 +45,15 @@ def _walk(api: ApiClient, first, key: str, between=None) -> list:
             between()
         page = api.client.get(link, headers=api._headers(None))
         assert page.status_code == 200, page.content
-        seen += page.json()[key]
+        pages.append(page.json())
         link = _next_link(page)
         assert (link is None) == (page.json()["next_cursor"] is None)
-    return seen
+    return pages
+
+
+def _walk(api: ApiClient, first, key: str, between=None) -> list:
+    """Every item of a keyset walk, following Link; ``between`` runs between two pages."""
+    return [item for page in _pages(api, first, between) for item in page[key]]
 
 
 def _write(app, name: str, source: str = "x\n") -> None:
@@ -106,6 +113,140 @@ def test_deployments_walk_by_cursor_newest_first(app):
     ids = [d["id"] for d in seen]
     assert len(ids) == 5 == len(set(ids))
     assert ids == [d["id"] for d in ship.get("/apps/quotes/deployments").json()["deployments"]]
+
+
+def test_an_artifacts_history_walks_by_cursor_and_writes_between_pages_never_repeat_a_point(
+    api, app
+):
+    for n in range(5):
+        _write(app, "index", f"v{n}\n")
+    path = "/apps/quotes/artifacts/pltf_page/index/history"
+    before = [p["id"] for p in api.get(path).json()["items"]]
+    written = count(10)
+    first = api.get(path, limit=2)
+    seen = _walk(api, first, "items", between=lambda: _write(app, "index", f"v{next(written)}\n"))
+    assert [p["id"] for p in seen] == before and len(before) == 5
+
+
+def test_production_history_walks_by_cursor_and_promotions_between_pages_never_repeat_one(app):
+    ship = _promoter(app)
+    for n in range(5):
+        _write(app, "index", f"v{n}\n")
+        assert ship.post("/apps/quotes/deployments", {}).status_code == 200
+    assert ship.post("/apps/quotes/production/rollback", {}).status_code == 200
+    before = ship.get("/apps/quotes/production/history").json()
+    assert before["next_cursor"] is None and len(before["items"]) == 6
+    assert [e["kind"] for e in before["items"]] == ["rollback"] + ["promotion"] * 5
+    made = count(10)
+
+    def promote_again() -> None:  # a newer event between every two pages
+        _write(app, "index", f"v{next(made)}\n")
+        assert ship.post("/apps/quotes/deployments", {}).status_code == 200
+
+    first = ship.get("/apps/quotes/production/history", limit=2)
+    assert first.status_code == 200
+    assert len(first.json()["items"]) == 2
+    seen = _walk(ship, first, "items", between=promote_again)
+    assert seen == before["items"]
+    head = ship.client.head(
+        "/api/v1/apps/quotes/production/history?limit=2", headers=ship._headers(None)
+    )
+    assert head.status_code == 200 and head["Link"]
+
+
+def test_the_deployments_answer_carries_the_newest_history_and_the_cursor_of_the_rest(
+    app, monkeypatch
+):
+    monkeypatch.setattr("versions.selectors.production.HISTORY_LIMIT", 2)
+    ship = _promoter(app)
+    for n in range(4):
+        _write(app, "index", f"v{n}\n")
+        assert ship.post("/apps/quotes/deployments", {}).status_code == 200
+    overview = ship.get("/apps/quotes/deployments").json()
+    assert len(overview["history"]) == 2 and overview["history_next_cursor"]
+    rest = ship.get("/apps/quotes/production/history", cursor=overview["history_next_cursor"])
+    whole = ship.get("/apps/quotes/production/history").json()["items"]
+    assert overview["history"] + rest.json()["items"] == whole
+    assert rest.json()["next_cursor"] is None and "Link" not in rest
+
+
+def _reviewed_set(app) -> tuple[str, services.Actor]:
+    """A set with three reviews and three line comment threads, made in turns."""
+    first = services.write_artifact(
+        app, "pltf_page", "index", "a\nb\nc\nd\ne\nf\n", requested_by="a", tool="t"
+    )
+    person = get_user_model().objects.create_superuser("ana", password="x" * 20)
+    ana = services.actor_for_user(person)
+    for line in range(1, 4):
+        services.submit_review(first.change_set_id, verdict="comment", body=f"R{line}", actor=ana)
+        services.add_comment(
+            first.change_set_id, collection="pltf_page", name="index", side="after",
+            line=line, body=f"T{line}", actor=ana,
+        )  # fmt: skip
+    return first.change_set_id, ana
+
+
+def _talk_more(set_id: str, ana: services.Actor, thread: str):
+    """A review, a new thread and a reply, each time it is called."""
+    said = count(4)
+
+    def more() -> None:
+        n = next(said)
+        services.submit_review(set_id, verdict="comment", body=f"R{n}", actor=ana)
+        services.add_comment(
+            set_id, collection="pltf_page", name="index", side="after", line=n, body=f"T{n}",
+            actor=ana,
+        )  # fmt: skip
+        services.reply(thread, body=f"Reply {n}", actor=ana)
+
+    return more
+
+
+def test_a_sets_reviews_and_threads_walk_together_by_cursor_and_new_ones_never_repeat_one(api, app):
+    set_id, ana = _reviewed_set(app)
+    whole = api.get(f"/change-sets/{set_id}/reviews").json()
+    assert whole["next_cursor"] is None
+    assert [r["body"] for r in whole["reviews"]] == ["R1", "R2", "R3"]  # all, oldest first
+    assert [t["comments"][0]["body"] for t in whole["threads"]] == ["T1", "T2", "T3"]
+    first = api.get(f"/change-sets/{set_id}/reviews", limit=4)
+    assert first.status_code == 200, first.content
+    body = first.json()
+    assert [r["body"] for r in body["reviews"]] + [
+        t["comments"][0]["body"] for t in body["threads"]
+    ] == ["R3", "R2", "T3", "T2"]  # the newest four of both, newest first
+    assert body["status"] == whole["status"]
+    pages = _pages(api, first, between=_talk_more(set_id, ana, whole["threads"][0]["id"]))
+    reviews = [r["id"] for page in pages for r in page["reviews"]]
+    threads = [t["id"] for page in pages for t in page["threads"]]
+    assert reviews == [r["id"] for r in reversed(whole["reviews"])]
+    assert threads == [t["id"] for t in reversed(whole["threads"])]
+    assert all(len(p["reviews"]) + len(p["threads"]) == 4 for p in pages[:-1])
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["bm90LWEtY3Vyc29y", encode_cursor("yesterday", "rv_1"), encode_cursor("2026-12-01")],
+)
+def test_a_cursor_the_api_did_not_give_is_refused_in_words_on_every_list(api, app, cursor):
+    set_id, _ana = _reviewed_set(app)
+    for path in (
+        f"/change-sets/{set_id}/reviews",
+        "/apps/quotes/production/history",
+        "/apps/quotes/artifacts/pltf_page/index/history",
+        "/apps/quotes/deployments",
+        "/apps/quotes/reviews",
+    ):
+        response = api.get(path, limit=2, cursor=cursor)
+        assert response.status_code == 400, (path, response.content)
+        assert response.json()["field"] == "cursor"
+        assert "is not one this API gave" in response.json()["message"]
+
+
+def test_a_history_cursor_naming_no_event_id_is_refused_in_words(api, app):
+    forged = encode_cursor("2026-12-01T00:00:00+00:00", "dp_not_a_number")
+    response = api.get("/apps/quotes/production/history", cursor=forged)
+    assert response.status_code == 400
+    assert response.json()["field"] == "cursor"
 
 
 def test_reviews_walk_by_cursor_and_filter_by_verdict(api, app):

@@ -336,6 +336,7 @@ def test_every_tool_answers_what_its_output_schema_says(site):
         read = await ok("read_artifact", **page)
         await ok("read_artifact", **page, at="release")
         await ok("artifact_history", **page)
+        await ok("artifact_history", **page, limit=1)
         written = await ok(
             "write_artifact", collection="pltf_page", name="scratch", source="a\n", run_id="all"
         )
@@ -355,6 +356,7 @@ def test_every_tool_answers_what_its_output_schema_says(site):
         await ok("diff_change_set", set_id=set_id, view="now")
         await ok("compare", base="release", head="draft", diff=True)
         await ok("list_reviews", set_id=demo["set"])
+        await ok("list_reviews", set_id=demo["set"], limit=1)
         await ok("reply_to_comment", comment_id=demo["comment"], body="Because.")
         await ok("restore_change_set", set_id=set_id, dry_run=True)
         await ok("revert_change_set", set_id=set_id, dry_run=True)
@@ -365,6 +367,8 @@ def test_every_tool_answers_what_its_output_schema_says(site):
         await ok("promote", ref=set_id, note="again")
         await ok("rollback_production")
         await ok("list_deployments")
+        await ok("list_deployments", limit=1)
+        await ok("production_history", limit=2)
         await ok("rollout", to=20, note="canary")
         await ok("rollout", action="abort")
         soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()

@@ -37,6 +37,7 @@ TOOLS = {
     "artifact_history",
     "diff_change_set",
     "list_deployments",
+    "production_history",
     "list_reviews",
     "reply_to_comment",
     "restore_point",

@@ -128,6 +128,7 @@ TITLES = {
     "restore_change_set": "Restore all of a change set",
     "revert_change_set": "Revert this set",
     "list_deployments": "Production and its deployments",
+    "production_history": "The history of production",
     "promote": "Promote to production",
     "rollback_production": "Roll production back",
     "restore_point": "Restore one artifact to before a point",
@@ -168,6 +169,18 @@ REF_WORDS = (
     "set) or rp_… (just before that point)."
 )
 SetId = Annotated[str, Field(description="The change set: cs_… (or rs_… to undo a restore).")]
+# Every list's keyset page (docs/api.md#cursors): the same two arguments everywhere.
+Limit = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=200,
+        description="A keyset page of this many items; the answer's next_cursor continues it.",
+    ),
+]
+Cursor = Annotated[
+    str | None, Field(description="The next_cursor of the answer before, unchanged.")
+]
 DryRun = Annotated[bool, Field(description="Only say what would be written.")]
 Reviewed = Annotated[
     dict[str, str] | None,
@@ -269,6 +282,7 @@ def output_schemas() -> dict[str, dict[str, Any]]:
         "restore_point": receipt,
         "restore_to_release": receipt,
         "list_deployments": output_schema(shapes.DeploymentPage),
+        "production_history": output_schema(shapes.ProductionHistoryPage),
         "list_reviews": output_schema(shapes.SetReviewsOut),
         "reply_to_comment": output_schema(shapes.ReplyOut),
         "promote": moved,
@@ -535,19 +549,33 @@ def build_server(
     def artifact_history(
         collection: Collection,
         name: Name,
-        page: Annotated[int, Field(ge=1, description="Page number, from 1.")] = 1,
-        per_page: Annotated[int, Field(ge=1, le=200)] = 20,
+        limit: Limit = None,
+        cursor: Cursor = None,
+        page: Annotated[
+            int,
+            Field(
+                ge=1,
+                description="Deprecated: page numbers shift when the artifact is written "
+                "between two calls; page with limit and cursor.",
+            ),
+        ] = 1,
+        per_page: Annotated[
+            int, Field(ge=1, le=200, description="Deprecated, with page: use limit.")
+        ] = 20,
     ) -> CallToolResult:
         """An artifact's restore points, newest first: who asked, who really wrote, the tool,
-        hashes, line counts, and the change set with its message."""
+        hashes, line counts, and the change set with its message. Page by limit and cursor
+        (keyset: writes between pages never repeat or skip a point)."""
 
         def body() -> dict[str, Any]:
             _actor, app = authorise()
             services.validate_collection(collection)
             services.validate_name(name)
-            return selectors.artifact_history(app, collection, name, page=page, per_page=per_page)
+            return selectors.artifact_history(
+                app, collection, name, page=page, per_page=per_page, cursor=cursor, limit=limit
+            )
 
-        return call(body, collection, name)
+        return call(body, collection, name, cursor)
 
     @server.tool(annotations=read_only)
     def diff_change_set(
@@ -578,12 +606,8 @@ def build_server(
         set_id: Annotated[
             str | None, Field(description="Give an id to get that one set with its points.")
         ] = None,
-        limit: Annotated[
-            int | None, Field(ge=1, le=200, description="A keyset page of this many sets.")
-        ] = None,
-        cursor: Annotated[
-            str | None, Field(description="The next_cursor of the answer before, unchanged.")
-        ] = None,
+        limit: Limit = None,
+        cursor: Cursor = None,
         run_id: Annotated[str | None, Field(description="Only this run's sets.")] = None,
         turn_id: Annotated[str | None, Field(description="Only this turn's sets.")] = None,
         written_by: Annotated[
@@ -709,30 +733,47 @@ def build_server(
         return call(body)
 
     @server.tool(annotations=read_only)
-    def list_deployments() -> CallToolResult:
-        """The app's production deployment, its deployments (newest first) and the history of
-        production: every promotion and rollback, who, when, note, from → to."""
+    def list_deployments(limit: Limit = None, cursor: Cursor = None) -> CallToolResult:
+        """The app's production deployment, its deployments (newest first: all, or a keyset
+        page by limit and cursor) and the newest 50 events of the history of production
+        (production_history reads the rest from history_next_cursor)."""
 
         def body() -> dict[str, Any]:
             _actor, app = authorise()
-            return selectors.production_overview(app)
+            return selectors.deployment_page(app, cursor=cursor, limit=limit)
 
-        return call(body)
+        return call(body, cursor)
+
+    @server.tool(annotations=read_only)
+    def production_history(limit: Limit = None, cursor: Cursor = None) -> CallToolResult:
+        """The history of production, newest first: every promotion, rollback and rollout
+        step, who, when, note, from → to. Page by limit and cursor (keyset: promotions
+        between pages never repeat or skip an event)."""
+
+        def body() -> dict[str, Any]:
+            _actor, app = authorise()
+            return selectors.production_history(app, cursor=cursor, limit=limit)
+
+        return call(body, cursor)
 
     @server.tool(annotations=read_only)
     def list_reviews(
         set_id: Annotated[str, Field(description="The change set: cs_… or rs_….")],
+        limit: Limit = None,
+        cursor: Cursor = None,
     ) -> CallToolResult:
         """What people said of a change set: its review state (Approved, Changes requested,
         Review required), each review (verdict, body, stale) and each line comment thread
-        with its anchor (artifact, side, line) and replies. Answer a thread with
-        reply_to_comment."""
+        with its anchor (artifact, side, line) and replies. All of them, oldest first, or
+        keyset pages by limit and cursor (reviews and threads together, newest first).
+        Answer a thread with reply_to_comment."""
 
         def body() -> dict[str, Any]:
             _actor, app = authorise()
-            return selectors.reviews_payload(selectors.change_set_row(app, set_id))
+            change_set = selectors.change_set_row(app, set_id)
+            return selectors.reviews_payload(change_set, cursor=cursor, limit=limit)
 
-        return call(body, set_id)
+        return call(body, set_id, cursor)
 
     @server.tool(annotations=ToolAnnotations(open_world_hint=False))
     def reply_to_comment(

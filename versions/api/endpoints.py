@@ -49,6 +49,7 @@ from versions.api.schemas import (
     MeOut,
     PageQuery,
     PointDetail,
+    ProductionHistoryPage,
     PromoteIn,
     PromotionReceiptOut,
     ReplyIn,
@@ -719,11 +720,16 @@ def get_change_set_diff(
     ["GET", "HEAD"],
     "/change-sets/{set_id}/reviews",
     response={200: SetReviewsOut, **ERRORS},
-    summary="A change set's review state, its reviews and its line comment threads (anchors)",
+    summary="A change set's review state, its reviews and its line comment threads (anchors); "
+    "all, or keyset pages of both together",
     tags=["change sets", "reviews"],
 )
-def get_change_set_reviews(request: HttpRequest, set_id: str) -> Any:
-    return selectors.reviews_payload(services.set_for(set_id, actor=_actor(request)))
+def get_change_set_reviews(
+    request: HttpRequest, response: HttpResponse, set_id: str, params: Query[KeysetQuery]
+) -> Any:
+    change_set = services.set_for(set_id, actor=_actor(request))
+    page = selectors.reviews_payload(change_set, cursor=params.cursor, limit=params.limit)
+    return _linked(request, response, page)
 
 
 @api.post(
@@ -857,6 +863,23 @@ def get_deployments(
 ) -> Any:
     app = services.app_for(slug, actor=_actor(request))
     page = selectors.deployment_page(app, cursor=params.cursor, limit=params.limit)
+    return _linked(request, response, page)
+
+
+@api.api_operation(
+    ["GET", "HEAD"],
+    "/apps/{slug}/production/history",
+    response={200: ProductionHistoryPage, **ERRORS},
+    summary="The history of production, newest first: every promotion, rollback and rollout "
+    "step (keyset pages)",
+    tags=["production"],
+    by_alias=True,
+)
+def get_production_history(
+    request: HttpRequest, response: HttpResponse, slug: str, params: Query[KeysetQuery]
+) -> Any:
+    app = services.app_for(slug, actor=_actor(request))
+    page = selectors.production_history(app, cursor=params.cursor, limit=params.limit)
     return _linked(request, response, page)
 
 

@@ -567,17 +567,19 @@ class RestoreReceiptOut(Schema):
 
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,500}$"
 CURSOR_DESCRIPTION = (
-    "The next_cursor of the answer before, unchanged: the page after it, newest first, "
-    "in keyset order (docs/api.md#cursors). Given, page is ignored."
+    "The next_cursor of the answer before, unchanged: the page after it, in the list's keyset "
+    "order (docs/api.md#cursors). Given, page (where a list takes it) is ignored."
 )
 LIMIT_DESCRIPTION = "How many items (a keyset page: the answer carries next_cursor)."
 
 
-class _CursorQuery(Schema):
-    """Page numbers, or keyset cursors (docs/api.md#cursors)."""
+NOT_A_CURSOR = "cursor must be a next_cursor this API gave (letters, digits, - and _)."
 
-    page: int = Field(1, ge=1, le=1_000_000)
-    per_page: int = Field(PER_PAGE_DEFAULT, ge=1, le=PER_PAGE_MAX)
+
+class KeysetQuery(Schema):
+    """A keyset page (docs/api.md#cursors): ``limit`` items after ``cursor``. Every list's
+    query is this one, or extends it."""
+
     limit: int | None = Field(None, ge=1, le=PER_PAGE_MAX, description=LIMIT_DESCRIPTION)
     cursor: str | None = Field(
         None, description=CURSOR_DESCRIPTION, json_schema_extra=_rules(pattern=CURSOR_PATTERN)
@@ -591,7 +593,11 @@ class _CursorQuery(Schema):
         return value
 
 
-NOT_A_CURSOR = "cursor must be a next_cursor this API gave (letters, digits, - and _)."
+class _CursorQuery(KeysetQuery):
+    """Keyset cursors, or page numbers (docs/api.md#cursors)."""
+
+    page: int = Field(1, ge=1, le=1_000_000)
+    per_page: int = Field(PER_PAGE_DEFAULT, ge=1, le=PER_PAGE_MAX)
 
 
 class PageQuery(_CursorQuery):
@@ -711,22 +717,6 @@ class RollbackIn(_JsonObject):
 _OPEN = ConfigDict(extra="allow")
 
 
-class KeysetQuery(Schema):
-    """A keyset page (docs/api.md#cursors): ``limit`` items after ``cursor``."""
-
-    limit: int | None = Field(None, ge=1, le=PER_PAGE_MAX, description=LIMIT_DESCRIPTION)
-    cursor: str | None = Field(
-        None, description=CURSOR_DESCRIPTION, json_schema_extra=_rules(pattern=CURSOR_PATTERN)
-    )
-
-    @field_validator("cursor")
-    @classmethod
-    def _a_cursor(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(CURSOR_PATTERN[1:-1], value):
-            raise ValueError(NOT_A_CURSOR)
-        return value
-
-
 class ArtifactsQuery(KeysetQuery):
     """The app's artifacts: all (no limit), or a keyset page by collection and name."""
 
@@ -800,13 +790,32 @@ class DeploymentPage(Schema):
     app: str
     production: str | None = Field(description="The deployment production serves, or null.")
     deployments: list[DeploymentOut]
-    history: list[EventOut] = Field(description="The newest promotions and rollbacks (50).")
+    history: list[EventOut] = Field(
+        description="The newest promotions, rollbacks and rollout steps (50); the rest: "
+        "history_next_cursor."
+    )
+    history_next_cursor: str | None = Field(
+        None,
+        description="Pass it as cursor to the history of production (GET "
+        "/apps/{slug}/production/history, MCP production_history) for the events after "
+        "these; null when there are no more.",
+    )
     rollout: RolloutOut | None = Field(None, description="The running rollout, or null.")
     freeze: FreezeOut | None = None
     schedules: list[dict[str, Any]] = Field(
         default_factory=list, description="Scheduled promotions that have not run."
     )
     next_cursor: str | None = Field(None, description=NEXT_CURSOR_DESCRIPTION)
+
+
+class ProductionHistoryPage(Schema):
+    """A keyset page of the history of production, newest first."""
+
+    model_config = _OPEN
+
+    app: str
+    next_cursor: str | None = Field(description=NEXT_CURSOR_DESCRIPTION)
+    items: list[EventOut]
 
 
 class ChangeOut(Schema):
@@ -896,9 +905,15 @@ class SetReviewsOut(Schema):
     model_config = _OPEN
 
     changeSetId: str
-    status: str
+    status: str = Field(description="Of all the set's reviews, whatever the page.")
     reviews: list[ReviewOut]
     threads: list[ThreadOut]
+    next_cursor: str | None = Field(
+        None,
+        description=NEXT_CURSOR_DESCRIPTION
+        + " (A keyset page holds limit reviews and threads together, newest first; without "
+        "limit or cursor, all of them oldest first and null.)",
+    )
 
 
 class AppReviewOut(ReviewOut):

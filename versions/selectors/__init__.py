@@ -133,6 +133,7 @@ from versions.selectors.panel import (
 from versions.selectors.production import (
     deployment_out,
     event_out,
+    production_history,
     production_notice,
     production_overview,
     promotion_line_counts,
@@ -241,6 +242,7 @@ __all__ = [
     "deployment_out",
     "event_out",
     "production_overview",
+    "production_history",
     "safe_promotion_settings",
     "scheduled_promotions",
     "promotion_line_counts",

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
 from versions.errors import InvalidInput
@@ -47,25 +50,52 @@ def decode_cursor(cursor: str, parts: int) -> list[str]:
 
 
 def newest_first_page(
-    rows: QuerySet[Any], *, cursor: str | None, limit: int
+    rows: QuerySet[Any], *, cursor: str | None, limit: int, moment: str = "created_on"
 ) -> tuple[list[Any], str | None]:
-    """Up to ``limit`` rows of ``rows`` (ordered by ``-created_on, -id``) after ``cursor``, and
-    the cursor after the last one when more follow (else None)."""
+    """Up to ``limit`` rows of ``rows`` (ordered by ``-<moment>, -id``; ``moment`` is the
+    field that says when a row was made) after ``cursor``, and the cursor after the last one
+    when more follow (else None)."""
     if cursor is not None:
-        moment, ident = decode_cursor(cursor, 2)
-        try:
-            at = datetime.fromisoformat(moment)
-        except ValueError:
-            raise InvalidInput(BAD_CURSOR.format(cursor=cursor[:100]), field="cursor") from None
-        rows = rows.filter(Q(created_on__lt=at) | Q(created_on=at, id__lt=ident))
-    items = list(rows.order_by("-created_on", "-id")[: limit + 1])
+        at, ident = _key(rows, cursor)
+        rows = rows.filter(Q(**{f"{moment}__lt": at}) | Q(**{moment: at, "id__lt": ident}))
+    items = list(rows.order_by(f"-{moment}", "-id")[: limit + 1])
     more = len(items) > limit
     items = items[:limit]
     if not more or not items:
         return items, None
-    return items, after(items[-1])
+    return items, after(items[-1], moment)
 
 
-def after(row: Any) -> str:
-    """The cursor after ``row`` in a newest-first list (``created_on``, ``id``)."""
-    return encode_cursor(row.created_on.isoformat(), str(row.id))
+def _key(rows: QuerySet[Any], cursor: str) -> tuple[datetime, Any]:
+    """The moment and id a newest-first cursor names, as ``rows``' fields read them."""
+    moment, ident = decode_cursor(cursor, 2)
+    try:
+        return datetime.fromisoformat(moment), rows.model._meta.pk.to_python(ident)
+    except (ValueError, ValidationError):
+        raise InvalidInput(BAD_CURSOR.format(cursor=cursor[:100]), field="cursor") from None
+
+
+def after(row: Any, moment: str = "created_on") -> str:
+    """The cursor after ``row`` in a newest-first list (its ``moment`` field, then ``id``)."""
+    return encode_cursor(getattr(row, moment).isoformat(), str(row.id))
+
+
+def newest_first_pages(
+    lists: Sequence[QuerySet[Any]], *, cursor: str | None, limit: int
+) -> tuple[list[list[Any]], str | None]:
+    """One keyset page over several newest-first lists at once, with one cursor: up to
+    ``limit`` rows in all (by ``created_on``, then ``id``) after ``cursor``, split back by
+    list, and the cursor after the last one when more follow (else None)."""
+    pages = [newest_first_page(rows, cursor=cursor, limit=limit) for rows in lists]
+    # Each page keeps the database's order; merging only interleaves them.
+    merged = list(
+        heapq.merge(
+            *([(i, row) for row in found] for i, (found, _more) in enumerate(pages)),
+            key=lambda pair: (pair[1].created_on, pair[1].id),
+            reverse=True,
+        )
+    )
+    taken = merged[:limit]
+    more = len(merged) > limit or any(following for _found, following in pages)
+    split = [[row for i, row in taken if i == which] for which in range(len(lists))]
+    return split, after(taken[-1][1]) if more and taken else None

@@ -20,9 +20,13 @@ from versions.models import (
     ScheduledPromotion,
 )
 from versions.selectors.agent import iso_utc
+from versions.selectors.paging import newest_first_page
 from versions.selectors.panel import blob_sources
 
+# The deployments' overview shows the newest events of production's history; a page of the
+# history without ``limit`` has this many.
 HISTORY_LIMIT = 50
+HISTORY_PAGE_MAX = 200
 
 
 def deployment_out(deployment: Deployment, production_id: str | None) -> dict[str, Any]:
@@ -58,21 +62,35 @@ def event_out(event: DeploymentEvent) -> dict[str, Any]:
 
 
 def production_overview(app: App) -> dict[str, Any]:
-    """The app's production deployment, its deployments (newest first) and its history."""
+    """The app's production deployment, its deployments (newest first) and its history (the
+    newest ``HISTORY_LIMIT`` events, and the cursor of the rest)."""
     production, candidate, share = App.objects.filter(pk=app.pk).values_list(
         "production_id", "candidate_id", "rollout_share"
     ).first() or (None, None, 0)
     deployments = Deployment.objects.filter(app=app).order_by("-created_on", "-id")
-    history = DeploymentEvent.objects.filter(app=app).order_by("-on", "-id")[:HISTORY_LIMIT]
+    history = production_history(app, limit=HISTORY_LIMIT)
     return {
         "app": app.slug,
         "production": production,
         "deployments": [deployment_out(d, production) for d in deployments],
-        "history": [event_out(e) for e in history],
+        "history": history["items"],
+        "history_next_cursor": history["next_cursor"],
         "rollout": rollout_of(candidate, share),
         "freeze": freeze_state(app),
         "schedules": scheduled_promotions(app, pending_only=True),
     }
+
+
+def production_history(
+    app: App, *, cursor: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """The history of the app's production, newest first: a keyset page of ``limit`` events
+    (every promotion, rollback and rollout step) after ``cursor`` (docs/api.md#cursors)."""
+    rows = DeploymentEvent.objects.filter(app=app)
+    found, next_cursor = newest_first_page(
+        rows, cursor=cursor, limit=limit or HISTORY_PAGE_MAX, moment="on"
+    )
+    return {"app": app.slug, "next_cursor": next_cursor, "items": [event_out(e) for e in found]}
 
 
 # --- safe promotion (docs/architecture.md#safe-promotion) -----------------------------------

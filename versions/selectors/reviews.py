@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from versions import diffing
@@ -33,6 +33,7 @@ from versions.models import (
     Review,
 )
 from versions.selectors.agent import iso_utc
+from versions.selectors.paging import newest_first_pages
 
 # A set's review state, as its row says it.
 APPROVED = "Approved"
@@ -42,6 +43,9 @@ REVIEW_REQUIRED = "Review required"
 # What a set still needs before it may go to production.
 NEEDS_APPROVALS = "{id} needs {missing} more approval{s} from someone other than its authors"
 HAS_CHANGE_REQUEST = "{id} has changes requested by {who}"
+
+# A keyset page of a set's reviews and threads without ``limit``: this many.
+PAGE_MAX = 200
 
 
 def protection_of(app: App) -> AppProtection:
@@ -223,11 +227,19 @@ def threads(change_set: ChangeSet) -> list[Thread]:
     """The set's line comment threads, oldest first. A thread anchored on the ``after`` side is
     outdated when its line no longer reads the same in the artifact now (followed through the
     line diff from the anchored state to the current one)."""
-    roots = list(
-        Comment.objects.filter(change_set=change_set, thread__isnull=True)
-        .select_related("artifact")
-        .order_by("created_on", "id")
+    return threads_of(list(_thread_roots(change_set).order_by("created_on", "id")))
+
+
+def _thread_roots(change_set: ChangeSet) -> QuerySet[Comment]:
+    """The first comments of the set's threads."""
+    return Comment.objects.filter(change_set=change_set, thread__isnull=True).select_related(
+        "artifact"
     )
+
+
+def threads_of(roots: list[Comment]) -> list[Thread]:
+    """The threads that begin with ``roots`` (in their order), with their replies and whether
+    each is outdated (see :func:`threads`)."""
     replies = _with_replies(roots)
     moved = [
         r
@@ -366,23 +378,42 @@ def comment_target(app: App, collection: str, name: str, sha256: str) -> tuple[s
 
 def reviews(change_set: ChangeSet) -> list[tuple[Review, bool]]:
     """The set's reviews, oldest first, each with whether later writes joined the set since."""
+    return _with_staleness(
+        change_set, list(Review.objects.filter(change_set=change_set).order_by("created_on", "id"))
+    )
+
+
+def _with_staleness(change_set: ChangeSet, found: list[Review]) -> list[tuple[Review, bool]]:
+    """Each of the set's reviews ``found`` with whether later writes joined the set since."""
     current = set(RestorePoint.objects.filter(change_set=change_set).values_list("id", flat=True))
     current.update(str(e.get("pointId")) for e in change_set.pruned or [])
-    return [
-        (r, not current <= set(r.points or []))
-        for r in Review.objects.filter(change_set=change_set).order_by("created_on", "id")
-    ]
+    return [(r, not current <= set(r.points or [])) for r in found]
 
 
-def reviews_payload(change_set: ChangeSet) -> dict[str, Any]:
+def reviews_payload(
+    change_set: ChangeSet, *, cursor: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
     """What an agent reads of a set's review (``GET /change-sets/{id}/reviews``,
-    ``list_reviews``): its state, its reviews and its threads with their anchors."""
+    ``list_reviews``): its state, its reviews and its threads with their anchors — all of them,
+    oldest first, or one keyset page of ``limit`` reviews and threads together, newest first,
+    after ``cursor`` (docs/api.md#cursors)."""
     state = review_states([change_set.id], protection_of(change_set.app))[change_set.id]
+    next_cursor = None
+    if cursor is None and limit is None:
+        given, roots = reviews(change_set), threads(change_set)
+    else:
+        (found, started), next_cursor = newest_first_pages(
+            [Review.objects.filter(change_set=change_set), _thread_roots(change_set)],
+            cursor=cursor,
+            limit=limit or PAGE_MAX,
+        )
+        given, roots = _with_staleness(change_set, found), threads_of(started)
     return {
         "changeSetId": change_set.id,
         "status": state.status,
-        "reviews": [review_dict(r, stale) for r, stale in reviews(change_set)],
-        "threads": [t.as_dict() for t in threads(change_set)],
+        "reviews": [review_dict(r, stale) for r, stale in given],
+        "threads": [t.as_dict() for t in roots],
+        "next_cursor": next_cursor,
     }
 
 
