@@ -87,8 +87,27 @@ def start_workers(n: int) -> list[subprocess.Popen]:
         "VERSIONS_WEBHOOK_ALLOW_PRIVATE": "1",
     }
     command = [sys.executable, str(ROOT / "manage.py"), "db_worker", "--no-reload"]
-    command += ["--interval", "0.05", "--no-startup-delay", "-v", "0"]
-    return [subprocess.Popen(command, cwd=ROOT, env=env) for _ in range(n)]
+    # -v 1: a worker says "Starting worker" as it begins polling (and logs each task after).
+    command += ["--interval", "0.05", "--no-startup-delay", "-v", "1"]
+    procs = [
+        subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(n)
+    ]
+    polling = [threading.Event() for _ in procs]
+
+    def drain(proc: subprocess.Popen, started: threading.Event) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("Starting worker"):
+                started.set()
+
+    for proc, started in zip(procs, polling, strict=True):
+        threading.Thread(target=drain, args=(proc, started), daemon=True).start()
+    # A worker takes seconds to start (Django, the URLconf its checks import): the latency
+    # is measured from the moment every one polls, not from their launch.
+    for started in polling:
+        assert started.wait(120), "a worker did not start within 120 s"
+    return procs
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -119,7 +138,6 @@ def delivery_latency(app_slug: str, pause: float) -> list[float]:
     committed: dict[str, float] = {}
     lock = threading.Lock()
     try:
-        time.sleep(3)  # the workers are up and polling
 
         def writer(w: int) -> None:
             try:

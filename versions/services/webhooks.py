@@ -64,7 +64,7 @@ from versions.models import (
 )
 from versions.services.access import Actor, actor_for_user, app_for
 from versions.services.audit import record
-from versions.tasks import enqueue_on_commit, task
+from versions.tasks import enqueue_in_transaction, queue_row, task, withdraw
 from versions.terms import MANAGE, VIEW
 
 log = logging.getLogger("versions.webhooks")
@@ -360,7 +360,7 @@ def redeliver(delivery_id: str, *, app: App | None = None, actor: Actor | None) 
             targets=[original.webhook_id, original.id, again.id],
             details={"event": original.event_id},
         )
-        enqueue_on_commit(deliver, again.id)
+        enqueue_in_transaction(deliver, again.id)
     return again
 
 
@@ -410,31 +410,43 @@ def _emit_sql() -> str:
 
 def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     """Record event ``event_type`` of app ``app_id`` in the caller's transaction when a webhook
-    or a member's email takes it, and enqueue its delivery once the transaction commits."""
+    or a member's email takes it, and enqueue its delivery: on the database queue in the same
+    transaction (both commit or neither, and no transaction of their own), with another queue
+    once the transaction commits."""
     ms = ids.now_ms()
     event_id = f"evt_{ids.base36(ms)}_{ids.ordered_suffix(ms)}"
     pattern = f"%,{event_type},%"
-    inserted = rawsql.execute_deferred(
-        _emit_sql(),
-        [
-            event_id,
-            app_id,
-            event_type,
-            connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
-            json.dumps(data, separators=(",", ":")),
-            False,
-            app_id,
-            pattern,
-            app_id,
-            pattern,
-        ],
-    )
+    params = [
+        event_id,
+        app_id,
+        event_type,
+        connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
+        json.dumps(data, separators=(",", ":")),
+        False,
+        app_id,
+        pattern,
+        app_id,
+        pattern,
+    ]
+    row = queue_row(fan_out, event_id)
+    if row is None:
+        inserted = rawsql.execute_deferred(_emit_sql(), params)
 
-    def enqueue() -> None:
-        if inserted() > 0:
-            fan_out.enqueue(event_id)
+        def enqueue() -> None:
+            if inserted() > 0:
+                fan_out.enqueue(event_id)
 
-    transaction.on_commit(enqueue, robust=True)
+        transaction.on_commit(enqueue, robust=True)
+    elif connection.vendor == "postgresql":
+        # One statement: the task row exists exactly when the event does. Its row count is
+        # not needed, so in the write's pipeline it costs no round trip.
+        rawsql.execute_deferred(
+            f"WITH made AS ({_emit_sql()} RETURNING 1) "  # noqa: S608
+            f"INSERT INTO {row.table} {row.columns} SELECT {row.values} FROM made",
+            [*params, *row.params],
+        )
+    elif rawsql.execute(_emit_sql(), params):
+        rawsql.execute(f"INSERT INTO {row.table} {row.columns} VALUES ({row.values})", row.params)  # noqa: S608
 
 
 # What each action of the engine reports, by its audit-trail name.
@@ -527,18 +539,17 @@ def fan_out(event_id: str) -> int:
             )
             for webhook in hooks
         ]
-        if made:
-            _lease(made[0], now)
+        lease = _lease(made[0], now) if made else None
         WebhookDelivery.objects.bulk_create(made)
         WebhookEvent.objects.filter(pk=event.pk).update(fanned_out=True)
         for delivery in made[1:]:
-            enqueue_on_commit(deliver, delivery.id)
+            enqueue_in_transaction(deliver, delivery.id)
         if EmailSubscription.objects.filter(
             app_id=event.app_id, events__contains=f",{event.type},"
         ).exists():
-            enqueue_on_commit(email_event, event.id)
+            enqueue_in_transaction(email_event, event.id)
     if made:
-        _send(made[0])
+        _send(made[0], lease)
     return len(made)
 
 
@@ -639,23 +650,24 @@ def deliver(delivery_id: str) -> str:
             delivery.state = WebhookDelivery.FAILED
             delivery.save(update_fields=["state"])
             return "webhook disabled"
-        _lease(delivery, now)
+        lease = _lease(delivery, now)
         delivery.save(update_fields=["attempts", "lease_until"])
-    return _send(delivery)
+    return _send(delivery, lease)
 
 
-def _lease(delivery: WebhookDelivery, now: datetime) -> None:
+def _lease(delivery: WebhookDelivery, now: datetime) -> str | None:
     """Take ``delivery`` for one try (in the caller's transaction, the row locked or new): it
-    is this worker's until the lease runs out, longer than a try can take."""
+    is this worker's until the lease runs out, longer than a try can take. Returns the id of
+    the task waiting for the lease's end (None off the database queue)."""
     delivery.attempts += 1
     delivery.lease_until = now + timedelta(seconds=3 * timeout_seconds()) + _LEASE_MARGIN
     # Should this worker die while sending, this task finds the lease run out and sends again
     # (at least once). Enqueued in the lease's own transaction: on the database queue, both
-    # or neither.
-    deliver.using(run_after=delivery.lease_until).enqueue(delivery.id)
+    # or neither. Once the try is settled it is withdrawn (:func:`_settle`).
+    return enqueue_in_transaction(deliver, delivery.id, run_after=delivery.lease_until)
 
 
-def _send(delivery: WebhookDelivery) -> str:
+def _send(delivery: WebhookDelivery, lease: str | None) -> str:
     """One try of a leased delivery: the signed POST, then its log and what follows."""
     webhook, event = delivery.webhook, delivery.event
     body = body_of(event, webhook.app.slug)
@@ -667,14 +679,17 @@ def _send(delivery: WebhookDelivery) -> str:
         "Versions-Signature": signature(webhook.secret, int(time.time()), body),
     }
     answer = post(webhook.url, body, headers)
-    return _settle(delivery.id, answer)
+    return _settle(delivery.id, answer, lease)
 
 
-def _settle(delivery_id: str, answer: Answer) -> str:
+def _settle(delivery_id: str, answer: Answer, lease: str | None) -> str:
     """Log the try; on failure schedule the next one, or give up; a webhook failing for the
-    whole retry window is disabled and its owners told."""
+    whole retry window is disabled and its owners told. The task waiting for the try's lease
+    to run out (``lease``) is withdrawn: what follows is decided here."""
     now = _now()
     with transaction.atomic():
+        # Unneeded now, it would lengthen the queue every worker searches until it ran.
+        withdraw(lease)
         delivery = (
             WebhookDelivery.objects.select_for_update()
             .select_related("webhook__app")
@@ -699,18 +714,28 @@ def _settle(delivery_id: str, answer: Answer) -> str:
         failing_since = webhook.failing_since or now
         if webhook.failing_since is None:
             Webhook.objects.filter(pk=webhook.pk, failing_since=None).update(failing_since=now)
-        if webhook.active and now - failing_since >= retry_window():
+        again = next_try(delivery, now)
+        if webhook.active and (
+            now - failing_since >= retry_window()
+            or (again is None and failing_since <= _first_try(delivery))
+        ):
             _disable(webhook, now)
             delivery.state = WebhookDelivery.FAILED
+        elif again is None:
+            delivery.state = WebhookDelivery.FAILED
         else:
-            again = next_try(delivery, now)
-            if again is None:
-                delivery.state = WebhookDelivery.FAILED
-            else:
-                delivery.next_attempt_on = again
-                deliver.using(run_after=again).enqueue(delivery.id)
+            delivery.next_attempt_on = again
+            enqueue_in_transaction(deliver, delivery.id, run_after=again)
         delivery.save(update_fields=["state", "lease_until", "next_attempt_on"])
         return delivery.state
+
+
+def _first_try(delivery: WebhookDelivery) -> datetime:
+    """When ``delivery`` was first tried. A delivery giving up on a webhook that has failed
+    since then failed for the whole retry window, even though the webhook's first failure
+    came a moment after the delivery was made (its window's start)."""
+    first = delivery.tries.order_by("attempted_on").values_list("attempted_on", flat=True).first()
+    return first or delivery.created_on
 
 
 def owners_emails(app: App) -> list[str]:
