@@ -428,25 +428,28 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
         app_id,
         pattern,
     ]
+    if connection.vendor != "postgresql":
+        # The row count comes at once: a write nobody listens to enqueues nothing.
+        if rawsql.execute(_emit_sql(), params):
+            enqueue_in_transaction(fan_out, event_id)
+        return
     row = queue_row(fan_out, event_id)
-    if row is None:
-        inserted = rawsql.execute_deferred(_emit_sql(), params)
-
-        def enqueue() -> None:
-            if inserted() > 0:
-                fan_out.enqueue(event_id)
-
-        transaction.on_commit(enqueue, robust=True)
-    elif connection.vendor == "postgresql":
-        # One statement: the task row exists exactly when the event does. Its row count is
-        # not needed, so in the write's pipeline it costs no round trip.
+    if row is not None:
+        # One statement: the task row exists exactly when the event does. No row count is
+        # needed, so in the write's pipeline it costs no round trip.
         rawsql.execute_deferred(
             f"WITH made AS ({_emit_sql()} RETURNING 1) "  # noqa: S608
             f"INSERT INTO {row.table} {row.columns} SELECT {row.values} FROM made",
             [*params, *row.params],
         )
-    elif rawsql.execute(_emit_sql(), params):
-        rawsql.execute(f"INSERT INTO {row.table} {row.columns} VALUES ({row.values})", row.params)  # noqa: S608
+        return
+    inserted = rawsql.execute_deferred(_emit_sql(), params)
+
+    def enqueue() -> None:
+        if inserted() > 0:
+            fan_out.enqueue(event_id)
+
+    transaction.on_commit(enqueue, robust=True)
 
 
 # What each action of the engine reports, by its audit-trail name.
