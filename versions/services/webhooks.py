@@ -5,13 +5,14 @@
   events they hear of by email (:func:`set_email_events`). Each is kept in the audit trail.
 - The services that change things call :func:`emit` in their own transaction: the event is
   stored there (only when a webhook or an email takes its type), so it exists exactly when the
-  change committed, and its delivery is enqueued once it commits.
+  change committed. Its delivery is enqueued in the same transaction on the database queue
+  (the default: the task commits with the event or not at all), once it commits on another.
 - The worker (``manage.py db_worker``) runs the tasks: :func:`fan_out` (one delivery per
-  webhook, the emails), :func:`deliver` (one signed POST, logged, retried with exponential
-  backoff for ``VERSIONS_WEBHOOK_RETRY_HOURS``). A delivery is leased while it is sent and a
-  task waits at the lease's end, so a worker killed mid-delivery loses nothing: the next one
-  sends it again (at least once). A webhook failing for that long is disabled and its owners
-  are told by email.
+  webhook, the first sent at once, the emails), :func:`deliver` (one signed POST, logged,
+  retried with exponential backoff for ``VERSIONS_WEBHOOK_RETRY_HOURS``). A delivery is leased
+  while it is sent and a task waits at the lease's end (withdrawn once the try is settled), so
+  a worker killed mid-delivery loses nothing: the next one sends it again (at least once). A
+  webhook failing for that long is disabled and its owners are told by email.
 - Addresses are checked when sending, after DNS resolution, and the request goes to the very
   address checked (no second look-up a rebinding name could answer differently).
 """
@@ -816,9 +817,10 @@ _rescued = {"last": datetime.min.replace(tzinfo=UTC)}
 
 
 def rescue(now: datetime) -> None:
-    """Enqueue what a lost enqueue left waiting (a web process that died between its commit and
-    its enqueue): events not fanned out and due deliveries nobody holds, a minute late. At
-    most every ``VERSIONS_WEBHOOK_RESCUE_SECONDS`` (10) in one worker process."""
+    """Enqueue what a lost enqueue left waiting (with a queue outside the database, a web
+    process that died between its commit and its enqueue): events not fanned out and due
+    deliveries nobody holds, a minute late. At most every ``VERSIONS_WEBHOOK_RESCUE_SECONDS``
+    (10) in one worker process."""
     every = timedelta(seconds=float(getattr(settings, "VERSIONS_WEBHOOK_RESCUE_SECONDS", 10)))
     if now - _rescued["last"] < every:
         return
