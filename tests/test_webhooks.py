@@ -12,6 +12,7 @@ import json
 import re
 import socket
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -320,6 +321,26 @@ def test_an_events_delivery_is_queued_in_the_writes_own_transaction(app):
     same = ("status", "args_kwargs", "priority", "task_path", "queue_name", "backend_name")
     same += ("run_after", "worker_ids", "return_value", "exception_class_path", "traceback")
     assert [getattr(ours, f) for f in same] == [getattr(theirs, f) for f in same]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_another_queue_the_delivery_is_enqueued_once_the_write_commits(app, settings):
+    # A queue outside the database (Redis, RabbitMQ) cannot take part in the write's
+    # transaction: its task is enqueued after the commit, so no worker sees an uncommitted event.
+    if find_spec("django.tasks"):
+        settings.TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}
+        from django.tasks import task_backends
+    else:
+        settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.dummy.DummyBackend"}}
+        from django_tasks import task_backends
+    queue = task_backends["default"]
+    _hook(app, "change_set.created")
+    with transaction.atomic():
+        write(app, "v1\n")
+        assert queue.results == []
+    (queued,) = queue.results
+    assert (queued.task.name, queued.args) == ("fan_out", [WebhookEvent.objects.get().id])
+    assert not DBTaskResult.objects.exists()
 
 
 def test_a_write_nobody_listens_to_queues_nothing(app):
