@@ -12,12 +12,14 @@ import json
 import re
 import socket
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
 from django.core.management import call_command
+from django.db import transaction
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 from webhook_helpers import start_receiver
@@ -300,6 +302,52 @@ def test_a_new_change_set_stores_one_event_with_the_write(app):
     assert event.id.startswith("evt_")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_events_delivery_is_queued_in_the_writes_own_transaction(app):
+    # On the database queue the task commits with the event or not at all: no second
+    # transaction after the write's, no event without its task, no task without its event.
+    _hook(app, "change_set.created")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        write(app, "v1\n", run="r1")
+        raise RuntimeError("the write's transaction rolls back")
+    assert not WebhookEvent.objects.exists() and not DBTaskResult.objects.exists()
+    with transaction.atomic():
+        write(app, "v1\n", run="r2")
+        event = WebhookEvent.objects.get()
+        ours = DBTaskResult.objects.get()  # there before the write's transaction commits
+    assert (ours.task_name, ours.task_result.args, ours.status) == ("fan_out", [event.id], "READY")
+    # The very row the backend itself makes for that task.
+    theirs = DBTaskResult.objects.get(pk=ours.task.enqueue(event.id).id)
+    same = ("status", "args_kwargs", "priority", "task_path", "queue_name", "backend_name")
+    same += ("run_after", "worker_ids", "return_value", "exception_class_path", "traceback")
+    assert [getattr(ours, f) for f in same] == [getattr(theirs, f) for f in same]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_another_queue_the_delivery_is_enqueued_once_the_write_commits(app, settings):
+    # A queue outside the database (Redis, RabbitMQ) cannot take part in the write's
+    # transaction: its task is enqueued after the commit, so no worker sees an uncommitted event.
+    if find_spec("django.tasks"):
+        settings.TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}
+        from django.tasks import task_backends
+    else:
+        settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.dummy.DummyBackend"}}
+        from django_tasks import task_backends
+    queue = task_backends["default"]
+    _hook(app, "change_set.created")
+    with transaction.atomic():
+        write(app, "v1\n")
+        assert queue.results == []
+    (queued,) = queue.results
+    assert (queued.task.name, queued.args) == ("fan_out", [WebhookEvent.objects.get().id])
+    assert not DBTaskResult.objects.exists()
+
+
+def test_a_write_nobody_listens_to_queues_nothing(app):
+    write(app, "v1\n")
+    assert not DBTaskResult.objects.exists()
+
+
 def test_a_refused_write_stores_no_event(app):
     _hook(app, "change_set.created")
     write(app, "v1\n", run="r1")
@@ -576,6 +624,24 @@ def test_a_failing_delivery_backs_off_for_24_hours_then_the_webhook_is_turned_of
     services.change_app(app, webhook={"change": webhook.id, "active": True})
     webhook.refresh_from_db()
     assert webhook.active and webhook.failing_since is None and not webhook.disabled_reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settled_try_withdraws_the_task_waiting_for_its_lease(app):
+    # The task that would send again had the worker died mid-try is not needed once the try
+    # is settled; left queued, every worker looking for work would pass it until it ran.
+    receiver = start_receiver(answers=[500])
+    _hook(app, "change_set.created", url=receiver.url)
+    write(app, "v1\n")
+    run_worker()  # the first try fails: what waits is its retry alone
+    delivery = WebhookDelivery.objects.get()
+    (waiting,) = DBTaskResult.objects.filter(status="READY")
+    assert waiting.run_after == delivery.next_attempt_on
+    WebhookDelivery.objects.update(next_attempt_on=timezone.now())
+    queued_tasks_are_due()
+    run_worker()  # the retry succeeds: nothing waits
+    assert WebhookDelivery.objects.get().state == "delivered"
+    assert not DBTaskResult.objects.filter(status="READY").exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,6 +15,7 @@ error, on-commit callbacks).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from typing import Any
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
+from psycopg.types.json import Json, Jsonb
 
 
 def recorded(db: Any) -> bool:
@@ -48,6 +50,8 @@ def _literal(value: Any) -> str:
         return str(value)
     if isinstance(value, bytes | memoryview):
         return f"'<{len(value)} bytes>'"
+    if isinstance(value, Json | Jsonb):  # a JSON parameter (PostgreSQL): its text
+        return _literal((value.dumps or json.dumps)(value.obj))
     if isinstance(value, list | tuple):  # an array parameter (PostgreSQL)
         return "'{}'" if not value else "ARRAY[" + ", ".join(map(_literal, value)) + "]"
     return "'" + str(value).replace("'", "''") + "'"

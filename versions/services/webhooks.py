@@ -5,13 +5,14 @@
   events they hear of by email (:func:`set_email_events`). Each is kept in the audit trail.
 - The services that change things call :func:`emit` in their own transaction: the event is
   stored there (only when a webhook or an email takes its type), so it exists exactly when the
-  change committed, and its delivery is enqueued once it commits.
+  change committed. Its delivery is enqueued in the same transaction on the database queue
+  (the default: the task commits with the event or not at all), once it commits on another.
 - The worker (``manage.py db_worker``) runs the tasks: :func:`fan_out` (one delivery per
-  webhook, the emails), :func:`deliver` (one signed POST, logged, retried with exponential
-  backoff for ``VERSIONS_WEBHOOK_RETRY_HOURS``). A delivery is leased while it is sent and a
-  task waits at the lease's end, so a worker killed mid-delivery loses nothing: the next one
-  sends it again (at least once). A webhook failing for that long is disabled and its owners
-  are told by email.
+  webhook, the first sent at once, the emails), :func:`deliver` (one signed POST, logged,
+  retried with exponential backoff for ``VERSIONS_WEBHOOK_RETRY_HOURS``). A delivery is leased
+  while it is sent and a task waits at the lease's end (withdrawn once the try is settled), so
+  a worker killed mid-delivery loses nothing: the next one sends it again (at least once). A
+  webhook failing for that long is disabled and its owners are told by email.
 - Addresses are checked when sending, after DNS resolution, and the request goes to the very
   address checked (no second look-up a rebinding name could answer differently).
 """
@@ -64,7 +65,7 @@ from versions.models import (
 )
 from versions.services.access import Actor, actor_for_user, app_for
 from versions.services.audit import record
-from versions.tasks import enqueue_on_commit, task
+from versions.tasks import enqueue_in_transaction, queue_row, task, withdraw
 from versions.terms import MANAGE, VIEW
 
 log = logging.getLogger("versions.webhooks")
@@ -360,7 +361,7 @@ def redeliver(delivery_id: str, *, app: App | None = None, actor: Actor | None) 
             targets=[original.webhook_id, original.id, again.id],
             details={"event": original.event_id},
         )
-        enqueue_on_commit(deliver, again.id)
+        enqueue_in_transaction(deliver, again.id)
     return again
 
 
@@ -410,25 +411,40 @@ def _emit_sql() -> str:
 
 def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     """Record event ``event_type`` of app ``app_id`` in the caller's transaction when a webhook
-    or a member's email takes it, and enqueue its delivery once the transaction commits."""
+    or a member's email takes it, and enqueue its delivery: on the database queue in the same
+    transaction (both commit or neither, and no transaction of their own), with another queue
+    once the transaction commits."""
     ms = ids.now_ms()
     event_id = f"evt_{ids.base36(ms)}_{ids.ordered_suffix(ms)}"
     pattern = f"%,{event_type},%"
-    inserted = rawsql.execute_deferred(
-        _emit_sql(),
-        [
-            event_id,
-            app_id,
-            event_type,
-            connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
-            json.dumps(data, separators=(",", ":")),
-            False,
-            app_id,
-            pattern,
-            app_id,
-            pattern,
-        ],
-    )
+    params = [
+        event_id,
+        app_id,
+        event_type,
+        connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
+        json.dumps(data, separators=(",", ":")),
+        False,
+        app_id,
+        pattern,
+        app_id,
+        pattern,
+    ]
+    if connection.vendor != "postgresql":
+        # The row count comes at once: a write nobody listens to enqueues nothing.
+        if rawsql.execute(_emit_sql(), params):
+            enqueue_in_transaction(fan_out, event_id)
+        return
+    row = queue_row(fan_out, event_id)
+    if row is not None:
+        # One statement: the task row exists exactly when the event does. No row count is
+        # needed, so in the write's pipeline it costs no round trip.
+        rawsql.execute_deferred(
+            f"WITH made AS ({_emit_sql()} RETURNING 1) "  # noqa: S608
+            f"INSERT INTO {row.table} {row.columns} SELECT {row.values} FROM made",
+            [*params, *row.params],
+        )
+        return
+    inserted = rawsql.execute_deferred(_emit_sql(), params)
 
     def enqueue() -> None:
         if inserted() > 0:
@@ -527,19 +543,60 @@ def fan_out(event_id: str) -> int:
             )
             for webhook in hooks
         ]
-        if made:
-            _lease(made[0], now)
-        WebhookDelivery.objects.bulk_create(made)
-        WebhookEvent.objects.filter(pk=event.pk).update(fanned_out=True)
-        for delivery in made[1:]:
-            enqueue_on_commit(deliver, delivery.id)
-        if EmailSubscription.objects.filter(
-            app_id=event.app_id, events__contains=f",{event.type},"
-        ).exists():
-            enqueue_on_commit(email_event, event.id)
+        # The rest needs no answer: on PostgreSQL it travels with the COMMIT, one round trip.
+        with rawsql.batch(commit=True):
+            lease = _lease(made[0], now) if made else None
+            _insert(WebhookDelivery, made)
+            rawsql.execute(
+                f"UPDATE {_table(WebhookEvent)} SET fanned_out = %s WHERE id = %s",  # noqa: S608
+                [True, event.pk],
+            )
+            for delivery in made[1:]:
+                enqueue_in_transaction(deliver, delivery.id)
+            _enqueue_emails(event)
     if made:
-        _send(made[0])
+        _send(made[0], lease)
     return len(made)
+
+
+def _table(model: Any) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _insert(model: Any, rows: list[Any]) -> None:
+    """Insert ``rows`` (new instances of ``model``) in one statement, on the raw path: their
+    fields' values as the ORM would send them (an automatic id is the database's)."""
+    if not rows:
+        return
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    qn = connection.ops.quote_name
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    rawsql.execute(
+        f"INSERT INTO {_table(model)} ({', '.join(qn(f.column) for f in fields)}) "  # noqa: S608
+        f"VALUES {', '.join([one] * len(rows))}",
+        [f.get_db_prep_save(f.pre_save(row, True), connection) for row in rows for f in fields],
+    )
+
+
+def _enqueue_emails(event: WebhookEvent) -> None:
+    """Enqueue the emails of ``event`` when a member chose its type: on the database queue the
+    check and the task are one statement."""
+    pattern = f"%,{event.type},%"
+    row = queue_row(email_event, event.id)
+    if row is None:
+        taking = EmailSubscription.objects.filter(
+            app_id=event.app_id, events__contains=f",{event.type},"
+        )
+        if taking.exists():
+            enqueue_in_transaction(email_event, event.id)
+        return
+    rawsql.execute(
+        f"INSERT INTO {row.table} {row.columns} SELECT {row.values} "  # noqa: S608
+        f"WHERE EXISTS (SELECT 1 FROM {_table(EmailSubscription)} "
+        "WHERE app_id = %s AND events LIKE %s)",
+        [*row.params, event.app_id, pattern],
+    )
 
 
 @dataclass
@@ -639,23 +696,24 @@ def deliver(delivery_id: str) -> str:
             delivery.state = WebhookDelivery.FAILED
             delivery.save(update_fields=["state"])
             return "webhook disabled"
-        _lease(delivery, now)
+        lease = _lease(delivery, now)
         delivery.save(update_fields=["attempts", "lease_until"])
-    return _send(delivery)
+    return _send(delivery, lease)
 
 
-def _lease(delivery: WebhookDelivery, now: datetime) -> None:
+def _lease(delivery: WebhookDelivery, now: datetime) -> str | None:
     """Take ``delivery`` for one try (in the caller's transaction, the row locked or new): it
-    is this worker's until the lease runs out, longer than a try can take."""
+    is this worker's until the lease runs out, longer than a try can take. Returns the id of
+    the task waiting for the lease's end (None off the database queue)."""
     delivery.attempts += 1
     delivery.lease_until = now + timedelta(seconds=3 * timeout_seconds()) + _LEASE_MARGIN
     # Should this worker die while sending, this task finds the lease run out and sends again
     # (at least once). Enqueued in the lease's own transaction: on the database queue, both
-    # or neither.
-    deliver.using(run_after=delivery.lease_until).enqueue(delivery.id)
+    # or neither. Once the try is settled it is withdrawn (:func:`_settle`).
+    return enqueue_in_transaction(deliver, delivery.id, run_after=delivery.lease_until)
 
 
-def _send(delivery: WebhookDelivery) -> str:
+def _send(delivery: WebhookDelivery, lease: str | None) -> str:
     """One try of a leased delivery: the signed POST, then its log and what follows."""
     webhook, event = delivery.webhook, delivery.event
     body = body_of(event, webhook.app.slug)
@@ -667,50 +725,75 @@ def _send(delivery: WebhookDelivery) -> str:
         "Versions-Signature": signature(webhook.secret, int(time.time()), body),
     }
     answer = post(webhook.url, body, headers)
-    return _settle(delivery.id, answer)
+    return _settle(delivery, answer, lease)
 
 
-def _settle(delivery_id: str, answer: Answer) -> str:
+def _settle(sent: WebhookDelivery, answer: Answer, lease: str | None) -> str:
     """Log the try; on failure schedule the next one, or give up; a webhook failing for the
-    whole retry window is disabled and its owners told."""
+    whole retry window is disabled and its owners told. The task waiting for the try's lease
+    to run out (``lease``) is withdrawn (what follows is decided here: unneeded, it would
+    lengthen the queue every worker searches until it ran)."""
     now = _now()
+    tried = DeliveryAttempt(
+        delivery_id=sent.id,
+        attempted_on=now,
+        status_code=answer.status,
+        duration_ms=answer.duration_ms,
+        response_excerpt=answer.excerpt,
+        error=answer.error,
+    )
+    if answer.ok:
+        # Nothing to read first: on PostgreSQL the whole transaction is one round trip.
+        with transaction.atomic(), rawsql.batch(begin=True, commit=True):
+            withdraw(lease)
+            _insert(DeliveryAttempt, [tried])
+            rawsql.execute(
+                f"UPDATE {_table(WebhookDelivery)} SET state = %s, lease_until = NULL "  # noqa: S608
+                "WHERE id = %s",
+                [WebhookDelivery.DELIVERED, sent.id],
+            )
+            # One success forgets the failures.
+            rawsql.execute(
+                f"UPDATE {_table(Webhook)} SET failing_since = NULL "  # noqa: S608
+                "WHERE id = %s AND failing_since IS NOT NULL",
+                [sent.webhook_id],
+            )
+        return WebhookDelivery.DELIVERED
     with transaction.atomic():
+        withdraw(lease)
         delivery = (
             WebhookDelivery.objects.select_for_update()
             .select_related("webhook__app")
-            .get(pk=delivery_id)
+            .get(pk=sent.id)
         )
         webhook = delivery.webhook
-        DeliveryAttempt.objects.create(
-            delivery=delivery,
-            attempted_on=now,
-            status_code=answer.status,
-            duration_ms=answer.duration_ms,
-            response_excerpt=answer.excerpt,
-            error=answer.error,
-        )
+        _insert(DeliveryAttempt, [tried])
         delivery.lease_until = None
-        if answer.ok:
-            delivery.state = WebhookDelivery.DELIVERED
-            delivery.save(update_fields=["state", "lease_until"])
-            if webhook.failing_since is not None:
-                Webhook.objects.filter(pk=webhook.pk).update(failing_since=None)
-            return delivery.state
         failing_since = webhook.failing_since or now
         if webhook.failing_since is None:
             Webhook.objects.filter(pk=webhook.pk, failing_since=None).update(failing_since=now)
-        if webhook.active and now - failing_since >= retry_window():
+        again = next_try(delivery, now)
+        if webhook.active and (
+            now - failing_since >= retry_window()
+            or (again is None and failing_since <= _first_try(delivery))
+        ):
             _disable(webhook, now)
             delivery.state = WebhookDelivery.FAILED
+        elif again is None:
+            delivery.state = WebhookDelivery.FAILED
         else:
-            again = next_try(delivery, now)
-            if again is None:
-                delivery.state = WebhookDelivery.FAILED
-            else:
-                delivery.next_attempt_on = again
-                deliver.using(run_after=again).enqueue(delivery.id)
+            delivery.next_attempt_on = again
+            enqueue_in_transaction(deliver, delivery.id, run_after=again)
         delivery.save(update_fields=["state", "lease_until", "next_attempt_on"])
         return delivery.state
+
+
+def _first_try(delivery: WebhookDelivery) -> datetime:
+    """When ``delivery`` was first tried. A delivery giving up on a webhook that has failed
+    since then failed for the whole retry window, even though the webhook's first failure
+    came a moment after the delivery was made (its window's start)."""
+    first = delivery.tries.order_by("attempted_on").values_list("attempted_on", flat=True).first()
+    return first or delivery.created_on
 
 
 def owners_emails(app: App) -> list[str]:
@@ -788,9 +871,10 @@ _rescued = {"last": datetime.min.replace(tzinfo=UTC)}
 
 
 def rescue(now: datetime) -> None:
-    """Enqueue what a lost enqueue left waiting (a web process that died between its commit and
-    its enqueue): events not fanned out and due deliveries nobody holds, a minute late. At
-    most every ``VERSIONS_WEBHOOK_RESCUE_SECONDS`` (10) in one worker process."""
+    """Enqueue what a lost enqueue left waiting (with a queue outside the database, a web
+    process that died between its commit and its enqueue): events not fanned out and due
+    deliveries nobody holds, a minute late. At most every ``VERSIONS_WEBHOOK_RESCUE_SECONDS``
+    (10) in one worker process."""
     every = timedelta(seconds=float(getattr(settings, "VERSIONS_WEBHOOK_RESCUE_SECONDS", 10)))
     if now - _rescued["last"] < every:
         return
