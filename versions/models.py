@@ -166,7 +166,9 @@ class Blob(models.Model):
         base_manager_name = "objects"
         indexes = [
             # Covers the size and length lookups of a restore, so they never read the bytes
-            # (SQLite keeps columns after ``data`` behind its overflow pages).
+            # (SQLite keeps columns after ``data`` behind its overflow pages). SQLite only:
+            # migration 0033 drops it on PostgreSQL, where TOAST keeps a large source out of
+            # the row and the primary key and the row serve those lookups.
             models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
             # The sweep's "does a delta still need this full copy?" check. Partial: full copies
             # (base null, most rows) are not in it, so SQLite's planner, which counts rows per

@@ -32,7 +32,8 @@ In one run, on one database:
   it; ``hot_page_growth``: the worst of its panel pages (apps list, Change sets and a deep
   page, Restore points and a deep page, the 300-artifact set expanded, Since release) with
   2,000 apps of which 20 hot over the same app among 30 small apps; ``restore_growth``: Restore
-  all of the 300-artifact set (alternating with its undo), big over small;
+  all of the 300-artifact set (alternating with its undo), big over small; ``--hot
+  --storage-only`` builds the history and prints ``table_storage_vs_git`` alone (a minute);
   ``hot_prune_vs_write``: on the big database, a write in the hot app at its limit (it prunes)
   over a plain write in an app below it;
 - ``prune_vs_write``: on the big database, a write at the retention limit (it prunes a point)
@@ -798,6 +799,12 @@ def main_hot(args: argparse.Namespace) -> None:
         vacuumed = blob_table_parts(vacuum=True) if vendor == "postgresql" else {}
         git_bytes = git_history_bytes(turns)
         print("blob table:", storage, "after VACUUM:", vacuumed, "git gc --aggressive:", git_bytes)
+        if args.storage_only:
+            print(json.dumps({"bench": "scale-hot-storage", "db": vendor, "blob_table": storage,
+                              "git_aggressive_bytes": git_bytes,
+                              "table_storage_vs_git": round(storage["total"] / git_bytes, 2)
+                              if storage else None}))  # fmt: skip
+            return
         bulk_fill(SMALL_APPS)
         small_db = connections["default"]
         big_db = clone_database()
@@ -873,6 +880,12 @@ def main() -> None:
         action="store_true",
         help="the hot shape: hot_page_growth, hot_prune_vs_write, "
         "restore_growth, table_storage_vs_git",
+    )
+    parser.add_argument(
+        "--storage-only",
+        action="store_true",
+        help="with --hot: build the hot app's history and print table_storage_vs_git only "
+        "(no bulk apps, no timings)",
     )
     args = parser.parse_args()
     vendor = setup_django()
