@@ -495,6 +495,7 @@ def _copy(model: Any, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     table = connection.ops.quote_name(model._meta.db_table)
     cols = ", ".join(connection.ops.quote_name(c) for c in columns)
     if connection.vendor == "postgresql":
+        rows = _stored_keys(model, columns, rows)
         connection.ensure_connection()
         raw = connection.connection
         with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
@@ -512,6 +513,34 @@ def _copy(model: Any, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
                 for v in row
             ]
             cursor.execute(f"INSERT INTO {table} ({cols}) VALUES {values}", params)  # noqa: S608
+
+
+def _stored_keys(
+    model: Any, columns: list[str], rows: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """``rows`` with their blob keys as the database stores them (bytes on PostgreSQL, where
+    the model has ``BlobKeyField``; text before it)."""
+    from django.db import connection
+
+    from versions import models
+
+    key_field = getattr(models, "BlobKeyField", None)
+    fields = {f.column: f for f in model._meta.concrete_fields}
+    keyed = [
+        (i, fields[c])
+        for i, c in enumerate(columns)
+        if key_field is not None
+        and isinstance(getattr(fields[c], "target_field", fields[c]), key_field)
+    ]
+    if not keyed:
+        return rows
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, field in keyed:
+            values[i] = field.get_db_prep_save(values[i], connection)
+        out.append(tuple(values))
+    return out
 
 
 def write_cost(slug_below: str, slug_limit: str) -> tuple[list[float], list[float]]:
