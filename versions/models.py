@@ -117,6 +117,62 @@ class _Bases(threading.local):
 _bases = _Bases()
 
 
+def blob_key(sha: str) -> bytes:
+    """How PostgreSQL stores blob key ``sha`` (:class:`BlobKeyField`): its 32 bytes; "" (no
+    blob) stays empty. Text that is no lowercase hex key is kept as its characters, so it
+    matches no key, as it matches none on SQLite."""
+    try:
+        key = bytes.fromhex(sha)
+    except ValueError:
+        return sha.encode()
+    return key if key.hex() == sha else sha.encode()
+
+
+def blob_hex(value: bytes | memoryview | str | None) -> str | None:
+    """A blob key as read from either database (bytes on PostgreSQL, text on SQLite) as the
+    hex text Python works with."""
+    if value is None or isinstance(value, str):
+        return value
+    return value.hex()
+
+
+class BlobKeyField(models.CharField):
+    """A blob's sha256 (docs/architecture.md#storage): hex text in Python, stored as its 32 bytes
+    (``bytea``) on PostgreSQL and as the 64-character text on SQLite. Keys that point at a blob
+    take the type of their target; every raw statement passes and reads them through
+    :func:`blob_key` and :func:`blob_hex` on PostgreSQL."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(*args, **kwargs)
+
+    def db_type(self, connection: Any) -> str | None:
+        if connection.vendor == "postgresql":
+            return "bytea"
+        return super().db_type(connection)
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        value = super().get_db_prep_value(value, connection, prepared)
+        if isinstance(value, str) and connection.vendor == "postgresql":
+            return blob_key(value)
+        return value
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> str | None:
+        return blob_hex(value)
+
+
+class BlobForeignKey(models.ForeignKey):
+    """A key to a blob (:class:`BlobKeyField`): it reads back as hex text wherever it is
+    selected — a subquery's or an aggregate's value too, which Django types as the key itself,
+    not as the blob's key it holds."""
+
+    def get_db_converters(self, connection: Any) -> list[Any]:
+        return [
+            *self.target_field.get_db_converters(connection),
+            *super().get_db_converters(connection),
+        ]
+
+
 class BlobQuerySet(models.QuerySet["Blob"]):
     def with_bases(self) -> BlobQuerySet:
         """Read each delta's base in the same query (the default: reading stays one query)."""
@@ -131,18 +187,17 @@ class BlobManager(models.Manager["Blob"]):
 class Blob(models.Model):
     """One source text, stored once, keyed by the sha256 of its UTF-8 bytes."""
 
-    sha256 = models.CharField(
-        max_length=64, primary_key=True, help_text="Hex sha256 of the UTF-8 bytes."
-    )
+    sha256 = BlobKeyField(primary_key=True, help_text="Hex sha256 of the UTF-8 bytes.")
     data = models.BinaryField(
         help_text="UTF-8 bytes, compressed (zstd, or zlib) when `compressed`; a zstd delta "
         "when `base`."
     )
-    size = models.PositiveBigIntegerField(help_text="Length of the UTF-8 bytes.")
-    chars = models.PositiveBigIntegerField(help_text="Length of the text in characters.")
+    # 4 bytes each: a source is at most VERSIONS_MAX_WRITE_BYTES (10 MiB by default).
+    size = models.PositiveIntegerField(help_text="Length of the UTF-8 bytes.")
+    chars = models.PositiveIntegerField(help_text="Length of the text in characters.")
     compressed = models.BooleanField(default=False)
     created_on = models.DateTimeField(auto_now_add=True)
-    base = models.ForeignKey(
+    base = BlobForeignKey(
         "self",
         null=True,
         blank=True,
@@ -166,7 +221,9 @@ class Blob(models.Model):
         base_manager_name = "objects"
         indexes = [
             # Covers the size and length lookups of a restore, so they never read the bytes
-            # (SQLite keeps columns after ``data`` behind its overflow pages).
+            # (SQLite keeps columns after ``data`` behind its overflow pages). SQLite only:
+            # migration 0033 drops it on PostgreSQL, where TOAST keeps a large source out of
+            # the row and the primary key and the row serve those lookups.
             models.Index(fields=["sha256", "size", "chars"], name="blob_meta"),
             # The sweep's "does a delta still need this full copy?" check. Partial: full copies
             # (base null, most rows) are not in it, so SQLite's planner, which counts rows per
@@ -338,7 +395,7 @@ class Artifact(models.Model):
             "that looks like another of the same collection is refused."
         ),
     )
-    blob = models.ForeignKey(
+    blob = BlobForeignKey(
         Blob,
         null=True,
         blank=True,
@@ -503,7 +560,7 @@ class RestorePoint(models.Model):
         Artifact, on_delete=models.PROTECT, related_name="points", db_index=False
     )
     kind = models.CharField(max_length=10, choices=KIND_CHOICES)
-    previous_blob = models.ForeignKey(
+    previous_blob = BlobForeignKey(
         Blob,
         null=True,
         blank=True,
@@ -609,9 +666,7 @@ class SweepDebt(models.Model):
     have been removed or joined again meanwhile, and the settling pruner checks each."""
 
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
-    blob_id = models.CharField(
-        max_length=64, blank=True, help_text='The sha256 of the blob owed ("": none).'
-    )
+    blob_id = BlobKeyField(blank=True, help_text='The sha256 of the blob owed ("": none).')
     change_set_id = models.CharField(
         max_length=48, blank=True, default="", help_text="The change set the point was in."
     )
@@ -1079,7 +1134,7 @@ class DeploymentEntry(models.Model):
         Artifact, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     # Indexed: the blob sweep asks whether any deployment still references a blob.
-    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="+")
+    blob = BlobForeignKey(Blob, on_delete=models.PROTECT, related_name="+")
 
     class Meta:
         constraints = [

@@ -32,7 +32,8 @@ In one run, on one database:
   it; ``hot_page_growth``: the worst of its panel pages (apps list, Change sets and a deep
   page, Restore points and a deep page, the 300-artifact set expanded, Since release) with
   2,000 apps of which 20 hot over the same app among 30 small apps; ``restore_growth``: Restore
-  all of the 300-artifact set (alternating with its undo), big over small;
+  all of the 300-artifact set (alternating with its undo), big over small; ``--hot
+  --storage-only`` builds the history and prints ``table_storage_vs_git`` alone (a minute);
   ``hot_prune_vs_write``: on the big database, a write in the hot app at its limit (it prunes)
   over a plain write in an app below it;
 - ``prune_vs_write``: on the big database, a write at the retention limit (it prunes a point)
@@ -494,6 +495,7 @@ def _copy(model: Any, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     table = connection.ops.quote_name(model._meta.db_table)
     cols = ", ".join(connection.ops.quote_name(c) for c in columns)
     if connection.vendor == "postgresql":
+        rows = _stored_keys(model, columns, rows)
         connection.ensure_connection()
         raw = connection.connection
         with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
@@ -511,6 +513,34 @@ def _copy(model: Any, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
                 for v in row
             ]
             cursor.execute(f"INSERT INTO {table} ({cols}) VALUES {values}", params)  # noqa: S608
+
+
+def _stored_keys(
+    model: Any, columns: list[str], rows: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """``rows`` with their blob keys as the database stores them (bytes on PostgreSQL, where
+    the model has ``BlobKeyField``; text before it)."""
+    from django.db import connection
+
+    from versions import models
+
+    key_field = getattr(models, "BlobKeyField", None)
+    fields = {f.column: f for f in model._meta.concrete_fields}
+    keyed = [
+        (i, fields[c])
+        for i, c in enumerate(columns)
+        if key_field is not None
+        and isinstance(getattr(fields[c], "target_field", fields[c]), key_field)
+    ]
+    if not keyed:
+        return rows
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, field in keyed:
+            values[i] = field.get_db_prep_save(values[i], connection)
+        out.append(tuple(values))
+    return out
 
 
 def write_cost(slug_below: str, slug_limit: str) -> tuple[list[float], list[float]]:
@@ -798,6 +828,12 @@ def main_hot(args: argparse.Namespace) -> None:
         vacuumed = blob_table_parts(vacuum=True) if vendor == "postgresql" else {}
         git_bytes = git_history_bytes(turns)
         print("blob table:", storage, "after VACUUM:", vacuumed, "git gc --aggressive:", git_bytes)
+        if args.storage_only:
+            print(json.dumps({"bench": "scale-hot-storage", "db": vendor, "blob_table": storage,
+                              "git_aggressive_bytes": git_bytes,
+                              "table_storage_vs_git": round(storage["total"] / git_bytes, 2)
+                              if storage else None}))  # fmt: skip
+            return
         bulk_fill(SMALL_APPS)
         small_db = connections["default"]
         big_db = clone_database()
@@ -873,6 +909,12 @@ def main() -> None:
         action="store_true",
         help="the hot shape: hot_page_growth, hot_prune_vs_write, "
         "restore_growth, table_storage_vs_git",
+    )
+    parser.add_argument(
+        "--storage-only",
+        action="store_true",
+        help="with --hot: build the hot app's history and print table_storage_vs_git only "
+        "(no bulk apps, no timings)",
     )
     args = parser.parse_args()
     vendor = setup_django()

@@ -32,6 +32,8 @@ from versions.models import (
     ChangeSet,
     ReleaseMark,
     RestorePoint,
+    blob_hex,
+    blob_key,
 )
 from versions.replicas import read_alias
 from versions.selectors.agent import acted_on_by
@@ -344,6 +346,7 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
     # same query: one list found on the primary key (an OR of the two had PostgreSQL scan every
     # app's blobs).
     wanted = sorted(shas)
+    postgresql = connection.vendor == "postgresql"
     table = connection.ops.quote_name(Blob._meta.db_table)
     marks = ", ".join(["%s"] * len(wanted))
     # The two halves are each found on the primary key: the blobs asked for, then the full
@@ -355,11 +358,13 @@ def blob_sources(shas: Iterable[str]) -> dict[str, bytes]:
         f"WHERE b.sha256 IN ({marks}) "
         f"UNION ALL SELECT b.sha256, b.data, b.compressed, b.base_id FROM {table} AS c "
         f"{_base_lookup(table)} WHERE c.sha256 IN ({marks})",
-        wanted * 2,
+        [blob_key(sha) for sha in wanted] * 2 if postgresql else wanted * 2,
         "all",
         binary=True,
         using=read_alias(),  # a replica's, when this request may read there
     )
+    if postgresql:  # blob keys are stored as bytes there
+        rows = [(blob_hex(sha), data, packed, blob_hex(base)) for sha, data, packed, base in rows]
     rows = list({row[0]: row for row in rows}.values())  # a base asked for itself comes twice
     deltas = [(sha, data, base) for sha, data, _, base in rows if base is not None]
     rows = [(sha, data, compressed) for sha, data, compressed, base in rows if base is None]

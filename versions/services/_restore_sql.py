@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from versions.models import App, Artifact, ChangeSet, RestorePoint
+from versions.models import App, Artifact, ChangeSet, RestorePoint, blob_hex, blob_key
 
 # Only quoted table names from the models are interpolated; every value is a parameter.
 # Counter-point columns, in the order of the rows :func:`insert_counter_points` takes.
@@ -135,6 +135,8 @@ def lock_artifacts(pks: list[int], *, lock: bool) -> list[tuple]:
             chunk = pks[start : start + 900]
             cursor.execute(sql.format(ids=", ".join(["%s"] * len(chunk))), chunk)
             rows.extend(cursor.fetchall())
+    if connection.vendor == "postgresql":  # blob keys are stored as bytes there
+        return [(*row[:4], blob_hex(row[4]), *row[5:]) for row in rows]
     return rows
 
 
@@ -186,6 +188,11 @@ def insert_counter_points(rows: Sequence[Sequence[Any]]) -> None:
         if connection.vendor == "sqlite":
             cursor.executemany(head + row, [(*r, True, False) for r in rows])
             return
+        # Blob keys are stored as bytes on PostgreSQL.
+        key = COUNTER_COLUMNS.index("previous_blob_id")
+        rows = [
+            (*r[:key], None if r[key] is None else blob_key(r[key]), *r[key + 1 :]) for r in rows
+        ]
         width = len(COUNTER_COLUMNS) + 2
         per_batch = max(1, (connection.features.max_query_params or 10_000) // width)
         for start in range(0, len(rows), per_batch):

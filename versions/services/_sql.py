@@ -28,6 +28,8 @@ from versions.models import (
     ReleaseMark,
     RestorePoint,
     SweepDebt,
+    blob_hex,
+    blob_key,
 )
 from versions.rawsql import batch as batch
 from versions.rawsql import execute as _execute
@@ -462,6 +464,14 @@ def _q(name: str) -> str:
     return _sql(_vendor())[name]
 
 
+def _key(sha: str | None) -> Any:
+    """Blob key ``sha`` as a statement's parameter: its 32 bytes on PostgreSQL, where keys are
+    stored so (``BlobKeyField``); read keys come back through ``blob_hex``."""
+    if sha is None or _vendor() != "postgresql":
+        return sha
+    return blob_key(sha)
+
+
 def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool = False) -> Any:
     """Run prepared statement ``name``; with ``fetch``, return its first row."""
     return _execute(_q(name), params, "one" if fetch else "", binary=binary)
@@ -527,11 +537,14 @@ def lock_and_read(
     )
     if row is None:
         return None
-    blob_id = row[1]
+    blob_id = blob_hex(row[1])
     old_raw = None
     delta_base = None
-    if blob_id is not None and row[6] == blob_id:
-        old_raw, delta_base = _store.read_with_base(blob_id, *row[7:13])
+    if blob_id is not None and row[6] == row[1]:
+        data, compressed, base_id, chain, base_data, base_compressed = row[7:13]
+        old_raw, delta_base = _store.read_with_base(
+            blob_id, data, compressed, blob_hex(base_id), chain, base_data, base_compressed
+        )
     return ArtifactRow(
         row[0],
         blob_id,
@@ -552,7 +565,7 @@ def lock_and_read(
 
 
 def _excess_rows(rows: Sequence[Sequence[Any]]) -> list[ExcessRow]:
-    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows]  # type: ignore[misc]
+    return [(r[0], blob_hex(r[1]), r[2], r[3], _read_dt(r[4])) for r in rows]  # type: ignore[misc]
 
 
 def _set_ref(value: str | None) -> tuple[str, bool] | None:
@@ -569,9 +582,10 @@ def count_unpinned(app_id: int, cap: int) -> int:
 
 def read_blob(sha: str) -> bytes:
     """The stored bytes of blob ``sha`` (one query, a delta's base with it)."""
-    data, compressed, base_id, base_data, base_compressed = _run(
-        "blob", [sha], fetch=True, binary=True
+    data, compressed, base_key, base_data, base_compressed = _run(
+        "blob", [_key(sha)], fetch=True, binary=True
     )
+    base_id = blob_hex(base_key)
     if base_id is None:
         return Blob.unpack(data, compressed)
     return Blob.unpack_delta(data, base_id, Blob.full_copy(base_id, base_data, base_compressed))
@@ -584,7 +598,10 @@ def insert_blob(
     :func:`moment`): as a delta against ``base`` (the previous version's full copy) where
     that saves bytes and keeps the chain bounded, else as a full copy."""
     data, compressed, base_id, chain = _store.pack_after(raw, base)
-    _run("insert_blob", [sha, data, len(raw), chars, compressed, created_on, base_id, chain])
+    _run(
+        "insert_blob",
+        [_key(sha), data, len(raw), chars, compressed, created_on, _key(base_id), chain],
+    )
 
 
 def find_set_by_run(app_id: int, run_id: str) -> tuple[str, bool] | None:
@@ -649,7 +666,7 @@ def insert_point(
             point_id,
             app_id,
             artifact_id,
-            previous_blob_id,
+            _key(previous_blob_id),
             previous_sha256,
             previous_size,
             previous_existed,
@@ -672,7 +689,7 @@ def insert_point(
 def update_artifact(pk: int, *, sha: str | None, size: int, by: str, now: Any) -> None:
     """Point a non-route artifact at blob ``sha`` (None: a tombstone); ``now``: a
     :func:`moment`."""
-    _run("update_artifact", [sha, sha or "", size if sha else 0, sha is None, now, by, pk])
+    _run("update_artifact", [_key(sha), sha or "", size if sha else 0, sha is None, now, by, pk])
 
 
 def _in(name: str, values: list) -> str:
@@ -723,7 +740,7 @@ def excess_counters(
     """The app's unpinned counter-points whose restore set is not one of its newest
     ``restore_sets`` unnamed ones (newest first): (id, blob, set, artifact, time)."""
     rows = _execute(_q("excess_counters"), [app_id, restore_sets, app_id, False], "all")
-    return [(r[0], r[1], r[2], r[3], _read_dt(r[4])) for r in rows or []]  # type: ignore[misc]
+    return _excess_rows(rows or [])
 
 
 # The advisory lock space of retention (any constant; the app's id is the second key).
@@ -759,7 +776,7 @@ def owe(app_id: int, rows: list[tuple[str, str]]) -> None:
     for start in range(0, len(rows), _OWE_CHUNK):
         chunk = rows[start : start + _OWE_CHUNK]
         sql = _q("owe").format(rows=", ".join(["(%s, %s, %s)"] * len(chunk)))
-        _execute(sql, [value for blob, set_id in chunk for value in (app_id, blob, set_id)])
+        _execute(sql, [v for blob, set_id in chunk for v in (app_id, _key(blob), set_id)])
 
 
 # Rows per INSERT of debt: SQLite allows 999 parameters to a statement in older builds.
@@ -768,7 +785,8 @@ _OWE_CHUNK = 300
 
 def take_debt(app_id: int) -> list[tuple[str, str]]:
     """Remove every row the app owes, returning them (blob, set), to settle them."""
-    return [(row[0], row[1]) for row in _execute(_q("take_debt"), [app_id], "all") or []]
+    rows = _execute(_q("take_debt"), [app_id], "all") or []
+    return [(blob_hex(row[0]) or "", row[1]) for row in rows]
 
 
 def delete_emptied_change_sets(set_ids: list[str]) -> set[str]:
@@ -808,4 +826,4 @@ def sweep_blobs(candidates: list[str]) -> int:
     with the full copies that only deltas among them needed."""
     if not candidates:
         return 0
-    return int(_execute(_in("sweep", candidates), candidates * 3))
+    return int(_execute(_in("sweep", candidates), [_key(c) for c in candidates] * 3))

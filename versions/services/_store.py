@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from versions.models import CHAIN_MAX, Artifact, Blob, RestorePoint
+from versions.models import CHAIN_MAX, Artifact, Blob, RestorePoint, blob_key
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,23 @@ def repoint_many(rows: list[tuple[int, str | None, int]], *, by: str, now: datet
         return
     qn = connection.ops.quote_name
     moment = connection.ops.adapt_datetimefield_value(now)
+    postgresql = connection.vendor == "postgresql"
     params = [
-        (sha, sha or "", size if sha else 0, sha is None, moment, by, pk) for pk, sha, size in rows
+        (
+            blob_key(sha) if postgresql and sha else sha,
+            sha or "",
+            size if sha else 0,
+            sha is None,
+            moment,
+            by,
+            pk,
+        )
+        for pk, sha, size in rows
     ]
     table = qn(Artifact._meta.db_table)
-    if connection.vendor == "postgresql":
+    if postgresql:
         # One statement for all rows (one round trip): UPDATE … FROM (VALUES …).
-        row = "(%s, %s, %s::bigint, %s::boolean, %s::timestamptz, %s, %s::bigint)"
+        row = "(%s::bytea, %s, %s::bigint, %s::boolean, %s::timestamptz, %s, %s::bigint)"
         sql = (
             f"UPDATE {table} AS a SET blob_id = v.blob_id, sha256 = v.sha256, size = v.size, "  # noqa: S608
             "deleted = v.deleted, route_key = NULL, updated_on = v.updated_on, "

@@ -59,6 +59,7 @@ from versions.models import (
     DeploymentEntry,
     DeploymentEvent,
     RestorePoint,
+    blob_key,
 )
 from versions.services import _restore_sql, _sql, retention, routes, webhooks
 from versions.services._store import repoint_many
@@ -1126,8 +1127,9 @@ def _store_deployment(
     )
     qn = connection.ops.quote_name
     table = qn(DeploymentEntry._meta.db_table)
+    postgresql = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and present:
+        if postgresql and present:
             # The key checks of the entries would lock these artifacts in the entries' order
             # (at the latest at COMMIT); a restore locks artifacts in id order. Taking the
             # checks' locks first, in id order too, lets the two queue and never deadlock.
@@ -1142,5 +1144,14 @@ def _store_deployment(
                 f"INSERT INTO {table} ({qn('deployment_id')}, {qn('artifact_id')}, "  # noqa: S608
                 f"{qn('blob_id')}) VALUES " + ", ".join(["(%s, %s, %s)"] * len(chunk))
             )
-            cursor.execute(sql, [v for pk, sha in chunk for v in (deployment_id, pk, sha)])
+            # Blob keys are stored as bytes on PostgreSQL.
+            keys = [blob_key(sha) if postgresql else sha for _, sha in chunk]
+            cursor.execute(
+                sql,
+                [
+                    v
+                    for (pk, _), key in zip(chunk, keys, strict=True)
+                    for v in (deployment_id, pk, key)
+                ],
+            )
     return deployment_id

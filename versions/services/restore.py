@@ -23,7 +23,7 @@ from versions.messages import (
     POINT_NOT_FOUND,
     SET_NOT_FOUND,
 )
-from versions.models import App, Blob, RestorePoint
+from versions.models import App, Blob, RestorePoint, blob_hex
 from versions.services import _restore_sql, engine
 from versions.services.access import Actor
 from versions.services.engine import (
@@ -70,7 +70,8 @@ _POINT_FIELDS = (
 def _target_from_row(row: tuple) -> RestoreTarget:
     """:func:`~versions.services.engine.target_for_point` of a :func:`_points_sql` row, built
     positionally (one per artifact of a Restore all)."""
-    pid, artifact_id, existed, blob_id, prev_sha, prev_size, new_sha, added, removed, on = row[:10]
+    pid, artifact_id, existed, key, prev_sha, prev_size, new_sha, added, removed, on = row[:10]
+    blob_id = blob_hex(key)  # stored as bytes on PostgreSQL
     if not existed:
         return RestoreTarget(artifact_id, "", None, pid, 0, None, new_sha, added, removed, since=on)
     unavailable = None
