@@ -171,12 +171,13 @@ def demo_signed_in(make_user, sign_in):
 
 
 class Demo:
-    """The demo app with its second app and its accounts (owner ``demo``, reviewer), loaded;
-    ``turn`` is the agent's turn a person reviews."""
+    """The demo app with its second app (``second``) and its accounts (owner ``demo``,
+    reviewer), loaded; ``turn`` is the id of the agent's turn a person reviews."""
 
     def __init__(self, live_server) -> None:
         from versions.management.commands.load_demo import (
             DEMO_SLUG,
+            SECOND_SLUG,
             demo_accounts,
             load_demo,
             load_second_app,
@@ -187,7 +188,7 @@ class Demo:
         load_second_app()
         demo_accounts()
         self.url = live_server.url
-        self.slug = DEMO_SLUG
+        self.slug, self.second = DEMO_SLUG, SECOND_SLUG
         self.turn = ChangeSet.objects.get(app__slug=DEMO_SLUG, run_id="demo-agent-turn-1").id
 
     def sign_in(self, page, username: str, password: str) -> None:

@@ -10,24 +10,9 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 
-def test_preview_promote_and_roll_back_the_demo(page, live_server, transactional_db):
-    from versions.management.commands.load_demo import (
-        DEMO_PASSWORD,
-        DEMO_SLUG,
-        DEMO_USER,
-        demo_accounts,
-        load_demo,
-        load_second_app,
-    )
-
-    load_demo()
-    load_second_app()
-    demo_accounts()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill(DEMO_USER)
-    page.get_by_label("Password").fill(DEMO_PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    base = f"{live_server.url}/apps/{DEMO_SLUG}/versions/"
+def test_preview_promote_and_roll_back_the_demo(page, live_server, demo):
+    demo.as_owner(page)
+    base = f"{live_server.url}/apps/{demo.slug}/versions/"
 
     # Production serves the app from before the agent's turn; the draft has the turn.
     page.goto(f"{base}preview/production/")
@@ -48,7 +33,7 @@ def test_preview_promote_and_roll_back_the_demo(page, live_server, transactional
     dialog.get_by_role("button", name="Confirm promotion").click()
     expect(page.get_by_text("Promoted. Production now serves")).to_be_visible()
     live = page.context.new_page()
-    live.goto(f"{live_server.url}/apps/{DEMO_SLUG}/")
+    live.goto(f"{live_server.url}/apps/{demo.slug}/")
     expect(live.get_by_role("button", name="Approve all")).to_be_visible()
 
     # Roll back production to the first deployment: one pointer moves back.
