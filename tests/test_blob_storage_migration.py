@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from manage_helpers import manage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,32 +113,19 @@ open(OUT, "w").write(json.dumps({"blobs": blobs, "refs": refs}))
 """
 
 
-def _manage(database_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "1"}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-
-
 def _shell(database_url: str, code: str, out: Path) -> dict[str, Any]:
-    _manage(database_url, "shell", "-c", f"OUT = {str(out)!r}\n" + code)
+    manage(database_url, "shell", "-c", f"OUT = {str(out)!r}\n" + code)
     return json.loads(out.read_text())
 
 
 def _upgrade_and_back(database_url: str, tmp_path: Path) -> tuple[dict, dict]:
-    _manage(database_url, "migrate", "-v0")
-    _manage(database_url, "migrate", "versions", "0032_safe_promotion", "-v0")
-    _manage(database_url, "shell", "-c", FILL)
+    manage(database_url, "migrate", "-v0")
+    manage(database_url, "migrate", "versions", "0032_safe_promotion", "-v0")
+    manage(database_url, "shell", "-c", FILL)
     before = _shell(database_url, TEXT_KEYS, tmp_path / "before.json")
-    _manage(database_url, "migrate", "-v0")
+    manage(database_url, "migrate", "-v0")
     after = _shell(database_url, FACTS, tmp_path / "after.json")
-    _manage(database_url, "migrate", "versions", "0032_safe_promotion", "-v0")
+    manage(database_url, "migrate", "versions", "0032_safe_promotion", "-v0")
     back = _shell(database_url, TEXT_KEYS, tmp_path / "back.json")
     after["back"] = back
     return after, before

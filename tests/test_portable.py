@@ -7,8 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import uuid
 from io import StringIO
 from pathlib import Path
@@ -20,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from manage_helpers import manage
 
 from versions import messages as portable
 from versions import services
@@ -114,19 +113,6 @@ open(OUT, "w").write(json.dumps(facts, sort_keys=True))
 """
 
 
-def _manage(database_url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "1"}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=check,
-        timeout=300,
-    )
-
-
 def _pg_server_url() -> str | None:
     """The PostgreSQL server to make a scratch database on, or None when none answers."""
     import psycopg
@@ -140,7 +126,7 @@ def _pg_server_url() -> str | None:
 
 
 def _facts(database_url: str, out: Path) -> dict[str, Any]:
-    _manage(database_url, "shell", "-c", f"OUT = {str(out)!r}\n" + FACTS)
+    manage(database_url, "shell", "-c", f"OUT = {str(out)!r}\n" + FACTS)
     return json.loads(out.read_text())
 
 
@@ -156,10 +142,10 @@ def test_an_app_dumped_on_sqlite_loads_into_postgresql_with_every_byte_receipt_a
     import psycopg
 
     sqlite_url = f"sqlite:///{tmp_path / 'source.sqlite3'}"
-    _manage(sqlite_url, "migrate", "-v0")
-    _manage(sqlite_url, "shell", "-c", FILL)
+    manage(sqlite_url, "migrate", "-v0")
+    manage(sqlite_url, "shell", "-c", FILL)
     archive = tmp_path / "shop.vapp"
-    dumped = _manage(sqlite_url, "dump_app", "shop", str(archive))
+    dumped = manage(sqlite_url, "dump_app", "shop", str(archive))
     assert "Wrote shop" in dumped.stdout
     before = _facts(sqlite_url, tmp_path / "before.json")
 
@@ -168,12 +154,12 @@ def test_an_app_dumped_on_sqlite_loads_into_postgresql_with_every_byte_receipt_a
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
         pg_url = server.rsplit("/", 1)[0] + f"/{name}"
-        _manage(pg_url, "migrate", "-v0")
-        loaded = _manage(pg_url, "load_app", str(archive))
+        manage(pg_url, "migrate", "-v0")
+        loaded = manage(pg_url, "load_app", str(archive))
         assert "Loaded shop" in loaded.stdout
         after = _facts(pg_url, tmp_path / "after.json")
-        verified = _manage(pg_url, "verify_audit", check=False)
-        again = _manage(pg_url, "load_app", str(archive), check=False)
+        verified = manage(pg_url, "verify_audit", check=False)
+        again = manage(pg_url, "load_app", str(archive), check=False)
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
