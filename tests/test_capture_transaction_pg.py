@@ -312,7 +312,14 @@ def test_the_pruners_statements_run_one_generic_plan_each_bounded_by_the_app(top
         assert custom == 0 and generic > 0, (generic, custom, sql[:200])
         # The generic plan does not depend on the values: any of the right types will do.
         values = [
-            [] if kind.endswith("[]") else top_app.pk if "int" in kind else "" for kind in types
+            []
+            if kind.endswith("[]")
+            else top_app.pk
+            if "int" in kind
+            else None
+            if kind.startswith(("timestamp", "boolean"))
+            else ""
+            for kind in types
         ]
         reads = generic_whole_table_reads(sql, types, values)
         assert not reads, f"{reads} in the generic plan of {sql[:200]}"
@@ -364,6 +371,72 @@ def test_writers_that_waited_for_the_lock_still_leave_the_app_at_its_limit(top_a
         .values_list("new_sha256", flat=True)
     )
     assert Artifact.objects.get(app=top_app).sha256 == newest[0]
+
+
+def _pruner_waiting(app: App) -> bool:
+    """Whether a pruner of ``app`` waits for its lock (held by the test)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = %s",
+            [app.pk],
+        )
+        return cursor.fetchone() is not None
+
+
+@pytest.mark.parametrize("name_meanwhile", [True, False])
+def test_a_set_named_while_a_writes_pruner_waits_keeps_the_newest_n_unpinned(
+    top_app, settings, name_meanwhile
+):
+    """A write's pruner takes the cut its lock read saw as its bound. A set named between the
+    two pins points newer than that cut: the app's newest N unpinned points then reach further
+    back, and the pruner must keep them (it reads the cut again). Nothing named meanwhile: the
+    bound holds and the point beyond it goes."""
+    settings.VERSIONS_POINTS_PER_APP = 4
+    receipts = [write(top_app, "index", f"v{i}\n", run_id=f"run-{i}") for i in range(5)]
+    # At the limit: the newest four unpinned (runs 1-4); run 0's point is gone.
+    points = [r.restore_point_id for r in receipts]
+    assert set(RestorePoint.objects.filter(app=top_app).values_list("id", flat=True)) == set(
+        points[1:]
+    )
+
+    outcome: list = []
+
+    def writer() -> None:
+        try:
+            outcome.append(write("top", "index", "v5\n", run_id="run-5"))
+        except Exception as exc:  # noqa: BLE001 - asserted on
+            outcome.append(exc)
+        finally:
+            connection.close()
+
+    with psycopg.connect(**connection.get_connection_params()) as holder:
+        # The app's pruner lock, held: the next write commits, then its pruner waits.
+        holder.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x7665_7273, top_app.pk])
+        thread = threading.Thread(target=writer)
+        thread.start()
+        for _ in range(1000):
+            if _pruner_waiting(top_app):
+                break
+            threading.Event().wait(0.01)
+        else:
+            raise AssertionError("the write's pruner never waited for its lock")
+        if name_meanwhile:
+            # Run 3's set, newer than the cut (run 1's point), is named while the pruner waits.
+            services.name_change_set(receipts[3].change_set_id, "kept", by="person")
+        holder.rollback()  # the lock goes: the pruner runs
+    thread.join(60)
+
+    assert not thread.is_alive() and failures(outcome) == []
+    newest = outcome[0].restore_point_id
+    unpinned = set(
+        RestorePoint.objects.filter(app=top_app, pinned=False).values_list("id", flat=True)
+    )
+    if name_meanwhile:
+        # Runs 1, 2, 4 and 5 are the newest four unpinned: run 1's point stays.
+        assert unpinned == {points[1], points[2], points[4], newest}
+        assert RestorePoint.objects.filter(id=points[3], pinned=True).exists()
+    else:
+        assert unpinned == {points[2], points[3], points[4], newest}
 
 
 def test_writers_of_different_artifacts_at_the_limit_never_fail_each_other(top_app, settings):

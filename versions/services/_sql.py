@@ -37,6 +37,18 @@ from versions.rawsql import execute_first as _execute_first
 from versions.services import _store
 
 
+@dataclass(frozen=True)
+class Cut:
+    """The app's newest N-th unpinned capture point as a write's lock read saw it (N: the
+    retention limit), and how many pinned captures were newer: once the write's own point is
+    in, every unpinned capture at or before it is beyond the limit. The write's pruner takes
+    it as its bound (see ``_sql`` "pruning")."""
+
+    created_on: datetime
+    point_id: str
+    pinned_after: int
+
+
 @dataclass
 class ArtifactRow:
     """The columns of a locked artifact row that a capture needs."""
@@ -54,9 +66,11 @@ class ArtifactRow:
     delta_base: _store.DeltaBase | None = None
     # Capture time of the app's newest point (read with the lock; None: none, or not read).
     app_last: datetime | None = None
-    # Unpinned points of the app before this write, counted up to the limit (None: not
-    # counted with the lock).
-    unpinned: int | None = None
+    # PostgreSQL: where the app's newest N unpinned points end before this write (None: it
+    # has fewer, or it was not read with the lock: see ``counted``).
+    cut: Cut | None = None
+    # Whether the lock read looked for the cut (PostgreSQL, a limit of one or more).
+    counted: bool = False
     # The change set a capture would join, found with the lock (:class:`Grouping`).
     grouping: Grouping | None = None
     # SQLite: the app's unpinned captures from the newest ``keep``-th on, newest first (None:
@@ -159,8 +173,14 @@ def _sql(vendor: str) -> dict[str, str]:
             f"(SELECT p.created_on FROM {point} AS p WHERE p.app_id = a.app_id "
             "ORDER BY p.created_on DESC LIMIT 1)"
             + (
-                f", (SELECT COUNT(*) FROM (SELECT 1 FROM {point} WHERE app_id = %s "
-                f"AND kind = '{capture}' AND pinned = %s LIMIT %s) AS capped)"
+                # PostgreSQL: where the app's newest ``keep`` unpinned captures end before this
+                # write (the newest ``keep``-th, read off the retention index: "cut" below),
+                # and how many pinned captures are newer than it. The write's pruner takes it
+                # as its bound instead of reading the index that far again (see "pruning").
+                ", cut.created_on, cut.id, "
+                f"(SELECT COUNT(*) FROM {point} AS q WHERE q.app_id = a.app_id "
+                f"AND q.kind = '{capture}' AND q.pinned = %s "
+                "AND (q.created_on, q.id) > (cut.created_on, cut.id))"
                 if vendor == "postgresql"
                 # SQLite: the points themselves from the newest N-th on (the next capture
                 # takes the others beyond the limit), read off the retention index as
@@ -189,15 +209,34 @@ def _sql(vendor: str) -> dict[str, str]:
             "LIMIT %s) AS owed)"
             + f" FROM {artifact} AS a LEFT JOIN {blob} AS b ON b.sha256 = a.blob_id "
             f"LEFT JOIN {blob} AS k ON k.sha256 = b.base_id "
-            "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
+            + (
+                f"LEFT JOIN LATERAL (SELECT p.created_on, p.id FROM {point} AS p "
+                f"WHERE p.app_id = a.app_id AND p.kind = '{capture}' AND p.pinned = %s "
+                "ORDER BY p.created_on DESC, p.id DESC LIMIT 1 OFFSET %s) AS cut ON true "
+                if vendor == "postgresql"
+                else ""
+            )
+            + "WHERE a.app_id = %s AND a.collection = %s AND a.name = %s"
             + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
         )
 
     # The pruner's statement up to what it owes (see "prune_owing" and "prune_settling").
+    # "cut": the newest point beyond the limit. The write's lock read gives it (the newest
+    # N-th before the write: beyond the limit once the write's newer point is in), with the
+    # pinned captures newer than it then. It still holds when no more of those are pinned now:
+    # only pruners delete captures, and only beyond a cut, so the captures newer than it are at
+    # least those N (the write's own included) and the pinned among them, and at least N stay
+    # unpinned. A point pinned since (a set named meanwhile) could leave fewer: then, or without
+    # a given cut, the cut is read off the retention index, N entries deep. (LIMIT 1 over the
+    # UNION ALL: the second branch runs only when the first gives no row.)
     pruning = (
-        f"WITH cut AS (SELECT created_on AS c, id AS i FROM {point} WHERE app_id = %s "
+        "WITH cut AS (SELECT c, i FROM ("
+        f"SELECT %s::timestamptz AS c, %s::varchar AS i WHERE %s AND (SELECT COUNT(*) "
+        f"FROM {point} AS q WHERE q.app_id = %s AND q.kind = '{capture}' AND q.pinned = true "
+        "AND (q.created_on, q.id) > (%s::timestamptz, %s::varchar)) <= %s "
+        f"UNION ALL (SELECT created_on, id FROM {point} WHERE app_id = %s "
         f"AND kind = '{capture}' AND pinned = false ORDER BY created_on DESC, id DESC "
-        "LIMIT 1 OFFSET %s), "
+        "LIMIT 1 OFFSET %s)) AS given LIMIT 1), "
         # The artifacts of the points beyond the cut, found by their keys: the ids are taken
         # first (an array, computed once), so no plan walks every artifact of the app against
         # a hashed list, as the generic plan did for an app with hundreds of artifacts.
@@ -513,8 +552,8 @@ def lock_and_read(
     current source and the retention count, or None. When it is the transaction's first
     statement, the transaction's BEGIN travels with it (:func:`versions.rawsql.execute_first`).
 
-    On PostgreSQL ``unpinned`` is the number of unpinned points of the app, counted up to
-    ``keep``, as the statement began (see :attr:`ArtifactRow.view_current`). On SQLite, where
+    On PostgreSQL ``cut`` is where the app's newest ``keep`` unpinned points end, as the
+    statement began (see :attr:`ArtifactRow.view_current` and :class:`Cut`). On SQLite, where
     the write lock is held, ``from_last_kept`` lists the unpinned captures from the newest
     ``keep``-th on: the ones the next capture takes beyond the limit.
     ``run_id``, else ``turn_id`` with ``turn_since``: the change set a capture of that run or
@@ -522,13 +561,16 @@ def lock_and_read(
     rows of the app's debt (pruned points not yet settled), up to ``sweep_batch``.
     """
     postgresql = _vendor() == "postgresql"
-    params: list[Any] = [app_id, False, keep if postgresql else max(keep - 1, 0)]
+    deep = max(keep - 1, 0)
+    params: list[Any] = [True] if postgresql else [app_id, False, deep]
     turn = turn_id if (turn_id and not run_id and turn_since is not None) else ""
     grouped = bool(run_id or turn)
     if grouped:
         since = moment(turn_since or datetime(1970, 1, 1, tzinfo=UTC))
         params += [run_id, turn, turn, since, turn, turn, since]
     params.append(sweep_batch)
+    if postgresql:
+        params += [False, deep]  # the cut's lateral read
     row = _execute_first(
         _q("lock_read_grouped" if grouped else "lock_read"),
         [*params, app_id, collection, name],
@@ -537,6 +579,7 @@ def lock_and_read(
     )
     if row is None:
         return None
+    g = 17 if postgresql else 15  # the grouping's columns
     blob_id = blob_hex(row[1])
     old_raw = None
     delta_base = None
@@ -555,13 +598,21 @@ def lock_and_read(
         old_raw,
         delta_base,
         _read_dt(row[13]),
-        row[14] if postgresql else None,
-        Grouping(run_id, turn, _set_ref(row[15]), _set_ref(row[16]), _read_dt(row[17]))
+        cut=_cut(row[14], row[15], row[16]) if postgresql else None,
+        counted=postgresql and keep > 0,
+        grouping=Grouping(
+            run_id, turn, _set_ref(row[g]), _set_ref(row[g + 1]), _read_dt(row[g + 2])
+        )
         if grouped
         else None,
-        None if postgresql else _excess_rows(json.loads(row[14])),
-        row[-1],
+        from_last_kept=None if postgresql else _excess_rows(json.loads(row[14])),
+        owed=row[-1],
     )
+
+
+def _cut(created_on: Any, point_id: str | None, pinned_after: int) -> Cut | None:
+    at = _read_dt(created_on)
+    return Cut(at, point_id, int(pinned_after)) if at is not None and point_id else None
 
 
 def _excess_rows(rows: Sequence[Sequence[Any]]) -> list[ExcessRow]:
@@ -706,7 +757,7 @@ def excess_points(app_id: int, keep: int) -> list[ExcessRow]:
 
 
 def pruner_statements(
-    app_id: int, keep: int, protect: list[str], *, settle: bool = True
+    app_id: int, keep: int, protect: list[str], *, settle: bool = True, cut: Cut | None = None
 ) -> list[tuple[str, list[Any]]]:
     """Retention after a write that took the app over its limit, as the statements of one
     transaction of its own, which the write's round trip can carry after its COMMIT
@@ -715,9 +766,16 @@ def pruner_statements(
     are then* (except the ``protect``-ed sets'; other writers may have committed, or pruned,
     since), lists them in their sets, and owes each one's blob and set to the app's debt; with
     ``settle``, settles the rows owed before: sweeps their blobs (and this pruner's) and
-    removes the sets they left with no point."""
+    removes the sets they left with no point. ``cut``: where the write's lock read saw the
+    newest ``keep`` end, taken as the bound unless points newer than it were pinned since."""
     protected = list(protect)
-    pruning = [app_id, keep, app_id, protected, app_id, protected, app_id, app_id]
+    given = (
+        [cut.created_on, cut.point_id, True, app_id, cut.created_on, cut.point_id]
+        + [cut.pinned_after]
+        if cut is not None
+        else [None, None, False, app_id, None, None, 0]
+    )
+    pruning = [*given, app_id, keep, app_id, protected, app_id, protected, app_id, app_id]
     return [
         # One pruner per app at a time. Its commit need not wait for the disk: if the server
         # stopped before it reached it, the points would simply still be there, and the next

@@ -397,8 +397,8 @@ def _write(
 def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
     """Whether this capture may take the app over its limit of ``keep`` unpinned points.
 
-    The count read with the lock is exact on SQLite (the write lock was held). On PostgreSQL
-    it is the app as the lock statement began: when the lock waited for another writer of
+    What the lock read is exact on SQLite (the write lock was held). On PostgreSQL it is the
+    app as the lock statement began: when the lock waited for another writer of
     the artifact, that writer's point is not in it, so the pruner runs anyway (it finds the
     points beyond the limit again, as they are then, and prunes none when there are none).
     Writers of different artifacts racing may each miss the other's point: the next write
@@ -406,9 +406,19 @@ def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
     """
     if row.from_last_kept is not None:
         return bool(_beyond(row, captured))
-    if row.unpinned is None or not row.view_current:
+    if not row.counted or not row.view_current:
         return True
-    return row.unpinned + (0 if captured.pinned else 1) > keep
+    # No cut: fewer than N before the write. Else the newest N-th is beyond the limit after
+    # an unpinned capture (after a pinned one, maybe: its pruner reads the cut itself).
+    return row.cut is not None
+
+
+def _cut(row: _sql.ArtifactRow, captured: _Captured) -> _sql.Cut | None:
+    """PostgreSQL: the pruner's bound read with the lock, when it holds for this write (its
+    point, unpinned, is newer than any the lock read saw: :func:`next_point_ms`)."""
+    if not row.counted or not row.view_current or captured.pinned:
+        return None
+    return row.cut
 
 
 def _settles(row: _sql.ArtifactRow) -> bool:
@@ -504,7 +514,11 @@ def _capture_and_write(
         inside = connection.vendor == "sqlite" or not rawsql.outermost()
         if over and not inside:
             retention.prune_after_commit(
-                app, protect=[captured.change_set_id], batch=batch, settle=_settles(row)
+                app,
+                protect=[captured.change_set_id],
+                batch=batch,
+                settle=_settles(row),
+                cut=_cut(row, captured),
             )
     if over and inside:
         found = _beyond(row, captured) if row.from_last_kept is not None else None

@@ -78,7 +78,12 @@ def sweep_after_commit(candidates: set[str]) -> None:
 
 
 def prune_after_commit(
-    app: App, *, protect: Iterable[str] = (), batch: Batch | None = None, settle: bool = True
+    app: App,
+    *,
+    protect: Iterable[str] = (),
+    batch: Batch | None = None,
+    settle: bool = True,
+    cut: _sql.Cut | None = None,
 ) -> None:
     """Prune the app once the writer's transaction committed, in a transaction of its own.
 
@@ -92,9 +97,12 @@ def prune_after_commit(
     its own. Elsewhere (queries recorded, a route's write) it runs statement by statement once
     the writer committed. What the pruned points leave (their blobs, their emptied sets) is
     owed to the app's debt, which a pruner with ``settle`` pays (see ``_sql``
-    "prune_settling").
+    "prune_settling"). ``cut``: where the write's lock read saw the app's newest N unpinned
+    points end (the pruner's bound, unless points were pinned since; see ``_sql`` "pruning").
     """
-    statements = _sql.pruner_statements(app.pk, conf.points_per_app(), list(protect), settle=settle)
+    statements = _sql.pruner_statements(
+        app.pk, conf.points_per_app(), list(protect), settle=settle, cut=cut
+    )
 
     def gave_up(exc: Exception) -> None:
         logger.warning("retention of app %s left for the next write", app.slug, exc_info=exc)
