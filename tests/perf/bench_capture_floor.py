@@ -60,21 +60,24 @@ def main() -> None:
         cursor = raw.cursor()
         cursor.execute("BEGIN IMMEDIATE")
         marks.append(time.perf_counter())
-        lock_params = [app.pk, False, 200, app.pk, "pltf_stylesheet", "App"]
+        # The app's id, unpinned, the limit's depth, the sweep batch; the artifact's key.
+        lock_params = [app.pk, False, 199, 1, app.pk, "pltf_stylesheet", "App"]
         locked = cursor.execute(statements["lock_read"], lock_params).fetchone()
         marks.append(time.perf_counter())
         at = connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ids.now_ms() + i))
         point_id = ids.point_id(ids.now_ms() + i)
         data, compressed = Blob.pack(src)
-        cursor.execute(statements["insert_blob"], [sha, data, len(src), len(src), compressed, at])
+        cursor.execute(
+            statements["insert_blob"], [sha, data, len(src), len(src), compressed, at, None, 0]
+        )
         marks.append(time.perf_counter())
         set_id = ids.change_set_id(point_id)
-        cursor.execute(statements["insert_set"], [set_id, app.pk, at, "b", "", "", "[]"])
+        cursor.execute(statements["insert_set"], [set_id, app.pk, at, "b", "", "", "[]", ""])
         marks.append(time.perf_counter())
         cursor.execute(
             statements["insert_point"],
             [point_id, app.pk, artifact_id, locked[1], locked[2], locked[3], True, True, sha]
-            + ["b", "b", at, 1, 1, "", "", set_id, False],
+            + ["b", "b", "b", at, 1, 1, "", "", set_id, False],
         )
         marks.append(time.perf_counter())
         cursor.execute(
