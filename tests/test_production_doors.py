@@ -264,3 +264,46 @@ def test_a_set_whose_promotion_changed_between_dialog_and_confirm_is_not_promote
     assert refused.status_code == 409 and "Nothing changed." in refused.content.decode()
     assert "it was not among what you reviewed" in unescape(refused.content.decode())
     assert Deployment.objects.count() == 1
+
+
+def test_the_production_tab_pages_through_a_long_history(app, boss):
+    """The tab shows the newest 50 events of production's history; "Older events" pages on by
+    the same cursor the API uses, and a mangled cursor shows the newest again."""
+    _write(app, "<p>v0</p>\n", "r0")
+    services.promote(app, by="boss")
+    for i in range(1, 56):
+        _write(app, f"<p>v{i}</p>\n", f"r{i}")
+        services.promote(app, by="boss", note=f"ship {i}")
+    url = reverse("versions:production", args=["quotes"])
+    newest = boss.get(url).content.decode()
+    assert "“ship 55”" in newest and "“ship 6”" in newest and "“ship 5”" not in newest
+    older_link = OlderLink()
+    older_link.feed(newest)
+    assert older_link.href, "an Older events link"
+    older = boss.get(unescape(older_link.href)).content.decode()
+    assert "“ship 5”" in older and "“ship 1”" in older and "“ship 6”" not in older
+    assert "Newest events" in older
+    trailing = OlderLink()
+    trailing.feed(older)
+    assert trailing.href is None  # the oldest page: nothing older
+    mangled = boss.get(url, {"history": "not-a-cursor"})
+    assert mangled.status_code == 200 and "“ship 55”" in mangled.content.decode()
+
+
+class OlderLink(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.href: str | None = None
+        self._in: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._in = dict(attrs).get("href")
+
+    def handle_data(self, data):
+        if self._in and data.strip() == "Older events":
+            self.href = self._in
+
+    def handle_endtag(self, tag):
+        if tag == "a":
+            self._in = None
