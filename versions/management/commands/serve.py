@@ -32,7 +32,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, address: str, workers: int, interval: str, **options: Any) -> None:
         manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
-        worker = [*manage, "db_worker", "--interval", interval, "--no-startup-delay"]
+        # The server beside them runs the system checks (loading every URL: seconds); the
+        # workers need not run them again before they take their first task.
+        worker = [
+            *manage,
+            "db_worker",
+            "--interval",
+            interval,
+            "--no-startup-delay",
+            "--skip-checks",
+        ]
         procs = [subprocess.Popen([*manage, "runserver", address])]
         procs += [subprocess.Popen(worker) for _ in range(max(workers, 1))]
         self.stdout.write(f"Serving on http://{address}/ with {len(procs) - 1} worker(s).")
