@@ -1496,6 +1496,22 @@ class WebhookEvent(models.Model):
         return self.id
 
 
+class FanOutPending(models.Model):
+    """An app whose events wait for a fan-out task that has not started yet
+    (docs/architecture.md#notifications): the first event after the worker took the last
+    mark makes the mark and the app's one task (``fan_out_app``); the events after it, while
+    the mark stands, make neither. The task deletes the mark before it reads the events."""
+
+    app = models.OneToOneField(App, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    since = models.DateTimeField(
+        help_text="When its task was queued: a mark older than a minute is renewed with a new "
+        "task (its task was lost)."
+    )
+
+    def __str__(self) -> str:
+        return f"fan-out of {self.app_id} queued {self.since}"
+
+
 class WebhookDelivery(models.Model):
     """One event to one webhook, tried until it is answered 2xx or its time runs out."""
 
