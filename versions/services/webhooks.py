@@ -468,11 +468,17 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     now = ids.ms_to_datetime(ms)
     marked = [ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(now - _RESCUE_AFTER)]
     if connection.vendor != "postgresql":
-        # The row counts come at once: a write nobody listens to marks nothing, and a write
-        # that finds the mark writes nothing more.
-        if rawsql.execute(_emit_sql(), params) and rawsql.execute(
-            _mark_sql("VALUES (%s, %s)"), [app_id, *marked]
-        ):
+        # One statement stores the event and reads the app's mark (the write lock is held
+        # from BEGIN: no worker deletes it before this write commits). Only a write that
+        # finds none, or a stale one, marks the app and queues its task.
+        mark = _table(FanOutPending)
+        made = rawsql.execute(
+            f"{_emit_sql()} RETURNING (SELECT since >= %s FROM {mark} WHERE app_id = %s)",  # noqa: S608
+            [*params, marked[1], app_id],
+            fetch="one",
+        )
+        if made is not None and not made[0]:
+            rawsql.execute(_mark_sql("VALUES (%s, %s)"), [app_id, *marked])
             enqueue_in_transaction(fan_out_app, app_id)
         return
     row = queue_row(fan_out_app, app_id)
