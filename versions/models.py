@@ -1489,7 +1489,13 @@ class WebhookEvent(models.Model):
         ordering = ["created_on", "id"]
         indexes = [
             models.Index(fields=["app", "created_on"], name="webhook_event_app"),
-            models.Index(fields=["fanned_out", "created_on"], name="webhook_event_pending"),
+            # The events not fanned out yet (a few at any time): an app's, oldest first, for
+            # its fan-out task; all of them, for the rescue of the late ones.
+            models.Index(
+                fields=["app", "created_on"],
+                condition=models.Q(fanned_out=False),
+                name="webhook_event_waiting",
+            ),
         ]
 
     def __str__(self) -> str:
