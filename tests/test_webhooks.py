@@ -317,7 +317,11 @@ def test_an_events_delivery_is_queued_in_the_writes_own_transaction(app):
         write(app, "v1\n", run="r2")
         assert WebhookEvent.objects.count() == 1
         ours = DBTaskResult.objects.get()  # there before the write's transaction commits
-    assert (ours.task_name, ours.task_result.args, ours.status) == ("fan_out_app", [app.pk], "READY")
+    assert (ours.task_name, ours.task_result.args, ours.status) == (
+        "fan_out_app",
+        [app.pk],
+        "READY",
+    )
     # The very row the backend itself makes for that task.
     theirs = DBTaskResult.objects.get(pk=ours.task.enqueue(app.pk).id)
     same = ("status", "args_kwargs", "priority", "task_path", "queue_name", "backend_name")

@@ -437,6 +437,9 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     after the write committed, and the read after it sees the write's event; a write after
     the delete finds no mark and queues a task of its own. A task lost before its delete (its
     worker killed) leaves a mark that a write renews, with a new task, once it is a minute old.
+    On PostgreSQL, writes storing events of one app wait here for each other's commit (the
+    row's lock): call it last in a transaction, after the locks the change takes (every
+    service does), so that no two writes wait for each other in opposite orders.
 
     With another queue (Redis, RabbitMQ) the event's own task (``fan_out``) is enqueued once
     the transaction commits."""
@@ -466,7 +469,10 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
         transaction.on_commit(enqueue, robust=True)
         return
     now = ids.ms_to_datetime(ms)
-    marked = [ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(now - _RESCUE_AFTER)]
+    marked = [
+        ops.adapt_datetimefield_value(now),
+        ops.adapt_datetimefield_value(now - _RESCUE_AFTER),
+    ]
     if connection.vendor != "postgresql":
         # One statement stores the event and reads the app's mark (the write lock is held
         # from BEGIN: no worker deletes it before this write commits). Only a write that
