@@ -438,8 +438,10 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     the delete finds no mark and queues a task of its own. A task lost before its delete (its
     worker killed) leaves a mark that a write renews, with a new task, once it is a minute old.
     On PostgreSQL, writes storing events of one app wait here for each other's commit (the
-    row's lock): call it last in a transaction, after the locks the change takes (every
-    service does), so that no two writes wait for each other in opposite orders.
+    row's lock): call it after the locks the change takes (the services do: a write locks
+    its artifact first), so that no two writes wait for each other in opposite orders. (A
+    caller's transaction holding several writes that prune inside it would lock artifacts
+    after it; the services never run writes so.)
 
     With another queue (Redis, RabbitMQ) the event's own task (``fan_out``) is enqueued once
     the transaction commits."""
