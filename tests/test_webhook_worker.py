@@ -14,16 +14,26 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
+from django_tasks_db.models import DBTaskResult
 from webhook_helpers import start_receiver
 
 from versions import services
-from versions.models import PAGE, App, DeliveryAttempt, Webhook, WebhookDelivery
+from versions.models import (
+    PAGE,
+    App,
+    DeliveryAttempt,
+    FanOutPending,
+    Webhook,
+    WebhookDelivery,
+    WebhookEvent,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -225,6 +235,144 @@ def test_a_worker_killed_while_sending_loses_no_event(app_with_hook, workers):
     delivery = settled()
     assert delivery.state == "delivered"
     assert [t.status_code for t in delivery.tries.all()] == [200]  # the dead try left no log
+
+
+def test_a_burst_written_with_no_worker_is_one_task_a_worker_delivers_in_order(
+    app_with_hook, workers
+):
+    app, hook = app_with_hook
+    receiver = start_receiver()
+    hook(receiver.url)
+    sets = [write(app, f"v{i}\n", f"r{i}") for i in range(10)]
+    (queued,) = DBTaskResult.objects.all()  # one task for the app, not one per event
+    assert queued.task_name == "fan_out_app"
+    workers()
+    got = receiver.wait_for(10)
+    assert [json.loads(r.body)["data"]["changeSet"] for r in got] == sets
+    deadline = time.monotonic() + 30
+    while WebhookDelivery.objects.exclude(state="delivered").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert WebhookDelivery.objects.count() == 10
+
+
+def test_a_worker_killed_after_taking_the_apps_mark_loses_no_event(app_with_hook, workers):
+    app, hook = app_with_hook
+    # The first event's POST hangs: its worker has taken the app's mark and fanned that event
+    # out, not the two after it, when it is killed.
+    receiver = start_receiver(answers=["hang"], hang_seconds=60)
+    hook(receiver.url)
+    sets = [write(app, f"v{i}\n", f"r{i}") for i in range(3)]
+    first = workers()
+    receiver.wait_for(1)
+    first.kill()
+    first.wait(10)
+    assert not FanOutPending.objects.exists()
+    assert WebhookEvent.objects.filter(fanned_out=False).count() == 2
+    # The next event queues a task again (no mark): it finds the two left behind.
+    sets.append(write(app, "v3\n", "r3"))
+    workers()
+    got = receiver.wait_for(5, timeout=120)  # the first event twice: its lease ran out
+    received = [json.loads(r.body)["data"]["changeSet"] for r in got]
+    assert sorted(received) == sorted([sets[0], *sets])
+    assert [s for s in received if s != sets[0]] == sets[1:]  # in order
+
+
+def test_writers_racing_a_worker_lose_no_event_and_send_none_twice(app_with_hook, workers):
+    # Writers in threads start sets while two workers drain the app's fan-out: every event
+    # reaches each webhook exactly once, whether its write made the app's mark or found it.
+    app, hook = app_with_hook
+    receiver = start_receiver()
+    hook(receiver.url)
+    services.change_app(
+        app,
+        webhook={
+            "add": {
+                "url": receiver.url + "?second",
+                "secret": SECRET,
+                "events": ["change_set.created"],
+            }
+        },
+    )
+    workers()
+    workers()
+    made: list[str] = []
+    lock = threading.Lock()
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(10):
+                set_id = write(app, f"{w} {i}\n", f"w{w}-{i}")
+                with lock:
+                    made.append(set_id)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 40
+    receiver.wait_for(80, timeout=120)
+    deadline = time.monotonic() + 30
+    while WebhookDelivery.objects.exclude(state="delivered").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1)  # time for a second sending, were there one
+    per_hook = {(json.loads(r.body)["data"]["changeSet"], r.path) for r in receiver.received}
+    assert len(receiver.received) == 80 and len(per_hook) == 80
+    assert {set_id for set_id, _ in per_hook} == set(made)
+    assert not WebhookEvent.objects.filter(fanned_out=False).exists()
+
+
+def test_a_write_that_found_the_mark_is_waited_for_by_the_task_that_takes_it(
+    app_with_hook, workers
+):
+    # PostgreSQL (SQLite's writers and worker share one write lock): a write that found the
+    # app's mark queued no task. The worker taking the mark waits for that write's commit
+    # before it reads the app's events, and so fans its event out too.
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    app, hook = app_with_hook
+    receiver = start_receiver()
+    hook(receiver.url)
+    first = write(app, "v1\n", "r1")  # marks the app, queues its task
+    wrote, release = threading.Event(), threading.Event()
+    second: list[str] = []
+
+    def writer() -> None:
+        try:
+            with transaction.atomic():
+                second.append(write(app, "v2\n", "r2"))  # finds the mark: no task
+                wrote.set()
+                release.wait(120)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert wrote.wait(60)
+        assert DBTaskResult.objects.count() == 1
+        workers()
+        deadline = time.monotonic() + 90
+        with connection.cursor() as cursor:  # the worker's delete of the mark waits
+            while True:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE %s",
+                    [f'DELETE FROM "{FanOutPending._meta.db_table}"%'],
+                )
+                if cursor.fetchone()[0]:
+                    break
+                assert time.monotonic() < deadline, "the worker never waited for the write"
+                time.sleep(0.02)
+    finally:
+        release.set()
+        thread.join()
+    got = receiver.wait_for(2)
+    assert [json.loads(r.body)["data"]["changeSet"] for r in got] == [first, *second]
 
 
 def _descendants(pid: int) -> set[int]:

@@ -31,6 +31,7 @@ from versions.models import (
     App,
     AuditEvent,
     EmailSubscription,
+    FanOutPending,
     Webhook,
     WebhookDelivery,
     WebhookEvent,
@@ -304,23 +305,49 @@ def test_a_new_change_set_stores_one_event_with_the_write(app):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_events_delivery_is_queued_in_the_writes_own_transaction(app):
-    # On the database queue the task commits with the event or not at all: no second
-    # transaction after the write's, no event without its task, no task without its event.
+    # On the database queue the app's fan-out task commits with the event or not at all: no
+    # second transaction after the write's, no event without a task, no task without its event.
     _hook(app, "change_set.created")
     with pytest.raises(RuntimeError), transaction.atomic():
         write(app, "v1\n", run="r1")
         raise RuntimeError("the write's transaction rolls back")
     assert not WebhookEvent.objects.exists() and not DBTaskResult.objects.exists()
+    assert not FanOutPending.objects.exists()
     with transaction.atomic():
         write(app, "v1\n", run="r2")
-        event = WebhookEvent.objects.get()
+        assert WebhookEvent.objects.count() == 1
         ours = DBTaskResult.objects.get()  # there before the write's transaction commits
-    assert (ours.task_name, ours.task_result.args, ours.status) == ("fan_out", [event.id], "READY")
+    assert (ours.task_name, ours.task_result.args, ours.status) == (
+        "fan_out_app",
+        [app.pk],
+        "READY",
+    )
     # The very row the backend itself makes for that task.
-    theirs = DBTaskResult.objects.get(pk=ours.task.enqueue(event.id).id)
+    theirs = DBTaskResult.objects.get(pk=ours.task.enqueue(app.pk).id)
     same = ("status", "args_kwargs", "priority", "task_path", "queue_name", "backend_name")
     same += ("run_after", "worker_ids", "return_value", "exception_class_path", "traceback")
     assert [getattr(ours, f) for f in same] == [getattr(theirs, f) for f in same]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_writes_queues_one_task_that_delivers_every_event_in_order(app):
+    # While the app's fan-out waits for a worker, more events queue no more tasks: the one
+    # task fans out every event of the app, oldest first.
+    receiver = start_receiver()
+    _hook(app, "change_set.created", url=receiver.url)
+    sets = [write(app, f"v{i}\n", run=f"r{i}") for i in range(12)]
+    assert WebhookEvent.objects.count() == 12
+    (queued,) = DBTaskResult.objects.all()
+    assert (queued.task_name, queued.task_result.args) == ("fan_out_app", [app.pk])
+    run_worker()
+    got = receiver.wait_for(12)
+    assert [json.loads(r.body)["data"]["changeSet"] for r in got] == sets
+    assert set(WebhookDelivery.objects.values_list("state", flat=True)) == {"delivered"}
+    # The worker took the mark: the next write queues a task again.
+    later = write(app, "v12\n", run="r12")
+    assert DBTaskResult.objects.filter(status="READY").count() == 1
+    run_worker()
+    assert json.loads(receiver.wait_for(13)[-1].body)["data"]["changeSet"] == later
 
 
 @pytest.mark.django_db(transaction=True)
@@ -661,15 +688,19 @@ def test_one_success_forgets_the_failures(app):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_event_whose_enqueue_was_lost_is_sent_with_the_next_one(app, settings):
-    # A web process that died between its commit and its enqueue: the event is stored, no
-    # task names it. The worker's next event finds it (a minute late) and sends it too.
+    # The app's fan-out task was lost two minutes ago (a worker killed before it began): the
+    # event is stored and the app marked as queued, no task names it. The next event finds
+    # the mark a minute old and queues a task again, which sends both.
     settings.VERSIONS_WEBHOOK_RESCUE_SECONDS = 0
     receiver = start_receiver()
     _hook(app, "change_set.created", url=receiver.url)
     lost = write(app, "v1\n", run="r1")
     DBTaskResult.objects.all().delete()
-    WebhookEvent.objects.update(created_on=timezone.now() - timezone.timedelta(minutes=2))
+    two_minutes_ago = timezone.now() - timezone.timedelta(minutes=2)
+    WebhookEvent.objects.update(created_on=two_minutes_ago)
+    FanOutPending.objects.update(since=two_minutes_ago)
     later = write(app, "v2\n", run="r2")
+    assert DBTaskResult.objects.count() == 1
     run_worker()
     run_worker()
     got = receiver.wait_for(2)

@@ -1489,11 +1489,33 @@ class WebhookEvent(models.Model):
         ordering = ["created_on", "id"]
         indexes = [
             models.Index(fields=["app", "created_on"], name="webhook_event_app"),
-            models.Index(fields=["fanned_out", "created_on"], name="webhook_event_pending"),
+            # The events not fanned out yet (a few at any time): an app's, oldest first, for
+            # its fan-out task; all of them, for the rescue of the late ones.
+            models.Index(
+                fields=["app", "created_on"],
+                condition=models.Q(fanned_out=False),
+                name="webhook_event_waiting",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.id
+
+
+class FanOutPending(models.Model):
+    """An app whose events wait for a fan-out task that has not started yet
+    (docs/architecture.md#notifications): the first event after the worker took the last
+    mark makes the mark and the app's one task (``fan_out_app``); the events after it, while
+    the mark stands, make neither. The task deletes the mark before it reads the events."""
+
+    app = models.OneToOneField(App, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    since = models.DateTimeField(
+        help_text="When its task was queued: a mark older than a minute is renewed with a new "
+        "task (its task was lost)."
+    )
+
+    def __str__(self) -> str:
+        return f"fan-out of {self.app_id} queued {self.since}"
 
 
 class WebhookDelivery(models.Model):

@@ -26,7 +26,14 @@ if find_spec("django.tasks"):  # Django 6
 else:  # Django 5.2: the backport
     from django_tasks import task  # type: ignore[no-redef]
 
-__all__ = ["task", "enqueue_on_commit", "enqueue_in_transaction", "queue_row", "withdraw"]
+__all__ = [
+    "task",
+    "enqueue_on_commit",
+    "enqueue_in_transaction",
+    "in_database",
+    "queue_row",
+    "withdraw",
+]
 
 
 def enqueue_on_commit(work: Any, *args: Any, **kwargs: Any) -> None:
@@ -68,6 +75,22 @@ class _Shape:
 _shapes: dict[tuple[Any, str, int, str, str], _Shape | None] = {}
 
 
+def _shape(work: Any, using: str) -> _Shape | None:
+    backend = work.get_backend()
+    key = (backend, work.module_path, work.priority, work.queue_name, using)
+    try:
+        return _shapes[key]
+    except KeyError:
+        shape = _shapes[key] = _shape_of(backend, work, using)
+        return shape
+
+
+def in_database(work: Any, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Whether task ``work``'s queue is a table of database ``using`` (django-tasks-db): a
+    row :func:`queue_row` makes commits with the caller's transaction or not at all."""
+    return _shape(work, using) is not None
+
+
 def queue_row(
     work: Any, *args: Any, run_after: Any = None, using: str = DEFAULT_DB_ALIAS
 ) -> QueueRow | None:
@@ -76,12 +99,7 @@ def queue_row(
     queue (django-tasks-db) in database ``using``. Such a row, inserted in a transaction,
     commits with it or not at all. The backend's ``task_enqueued`` signal (a debug log line)
     is not sent."""
-    backend = work.get_backend()
-    key = (backend, work.module_path, work.priority, work.queue_name, using)
-    try:
-        shape = _shapes[key]
-    except KeyError:
-        shape = _shapes[key] = _shape_of(backend, work, using)
+    shape = _shape(work, using)
     if shape is None:
         return None
     db = connections[using]

@@ -59,13 +59,14 @@ from versions.models import (
     AppMembership,
     DeliveryAttempt,
     EmailSubscription,
+    FanOutPending,
     Webhook,
     WebhookDelivery,
     WebhookEvent,
 )
 from versions.services.access import Actor, actor_for_user, app_for
 from versions.services.audit import record
-from versions.tasks import enqueue_in_transaction, queue_row, task, withdraw
+from versions.tasks import enqueue_in_transaction, in_database, queue_row, task, withdraw
 from versions.terms import MANAGE, VIEW
 
 log = logging.getLogger("versions.webhooks")
@@ -409,19 +410,50 @@ def _emit_sql() -> str:
     )
 
 
+def _mark_sql(rows: str) -> str:
+    """Mark the app's fan-out as queued (``rows``: the app's id and the time): a row when there
+    is none, or renew one older than :data:`_RESCUE_AFTER` (its task was lost); else nothing,
+    but on PostgreSQL the row found is locked until the write commits (``DO UPDATE`` locks the
+    row it finds even when its ``WHERE`` is false; ``DO NOTHING`` would not lock it). A row
+    made or renewed: queue the task."""
+    mark = _table(FanOutPending)
+    return (
+        f"INSERT INTO {mark} (app_id, since) {rows} "  # noqa: S608
+        f"ON CONFLICT (app_id) DO UPDATE SET since = excluded.since WHERE {mark}.since < %s"
+    )
+
+
 def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
     """Record event ``event_type`` of app ``app_id`` in the caller's transaction when a webhook
-    or a member's email takes it, and enqueue its delivery: on the database queue in the same
-    transaction (both commit or neither, and no transaction of their own), with another queue
-    once the transaction commits."""
+    or a member's email takes it, and see that it is fanned out.
+
+    On the database queue (the default) the app has at most one fan-out task waiting: the
+    event marks the app (:class:`FanOutPending`) and only the event that makes the mark
+    queues the task (``fan_out_app``), all in the caller's transaction (they commit together
+    or not at all). A burst of writes stores its events and one task. Why no event is missed:
+    the task deletes the mark and commits that before it reads the app's events (in a new
+    transaction). A write that found the mark (and queued nothing) holds it — on SQLite the
+    write lock, on PostgreSQL the row's lock — until it commits, so that delete returns only
+    after the write committed, and the read after it sees the write's event; a write after
+    the delete finds no mark and queues a task of its own. A task lost before its delete (its
+    worker killed) leaves a mark that a write renews, with a new task, once it is a minute old.
+    On PostgreSQL, writes storing events of one app wait here for each other's commit (the
+    row's lock): call it after the locks the change takes (the services do: a write locks
+    its artifact first), so that no two writes wait for each other in opposite orders. (A
+    caller's transaction holding several writes that prune inside it would lock artifacts
+    after it; the services never run writes so.)
+
+    With another queue (Redis, RabbitMQ) the event's own task (``fan_out``) is enqueued once
+    the transaction commits."""
     ms = ids.now_ms()
     event_id = f"evt_{ids.base36(ms)}_{ids.ordered_suffix(ms)}"
     pattern = f"%,{event_type},%"
+    ops = connection.ops
     params = [
         event_id,
         app_id,
         event_type,
-        connection.ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
+        ops.adapt_datetimefield_value(ids.ms_to_datetime(ms)),
         json.dumps(data, separators=(",", ":")),
         False,
         app_id,
@@ -429,28 +461,44 @@ def emit(app_id: int, event_type: str, data: Mapping[str, Any]) -> None:
         app_id,
         pattern,
     ]
+    if not in_database(fan_out_app):
+        inserted = rawsql.execute_deferred(_emit_sql(), params)
+
+        def enqueue() -> None:
+            if inserted() > 0:
+                fan_out.enqueue(event_id)
+
+        transaction.on_commit(enqueue, robust=True)
+        return
+    now = ids.ms_to_datetime(ms)
+    marked = [
+        ops.adapt_datetimefield_value(now),
+        ops.adapt_datetimefield_value(now - _RESCUE_AFTER),
+    ]
     if connection.vendor != "postgresql":
-        # The row count comes at once: a write nobody listens to enqueues nothing.
-        if rawsql.execute(_emit_sql(), params):
-            enqueue_in_transaction(fan_out, event_id)
-        return
-    row = queue_row(fan_out, event_id)
-    if row is not None:
-        # One statement: the task row exists exactly when the event does. No row count is
-        # needed, so in the write's pipeline it costs no round trip.
-        rawsql.execute_deferred(
-            f"WITH made AS ({_emit_sql()} RETURNING 1) "  # noqa: S608
-            f"INSERT INTO {row.table} {row.columns} SELECT {row.values} FROM made",
-            [*params, *row.params],
+        # One statement stores the event and reads the app's mark (the write lock is held
+        # from BEGIN: no worker deletes it before this write commits). Only a write that
+        # finds none, or a stale one, marks the app and queues its task.
+        mark = _table(FanOutPending)
+        made = rawsql.execute(
+            f"{_emit_sql()} RETURNING (SELECT since >= %s FROM {mark} WHERE app_id = %s)",  # noqa: S608
+            [*params, marked[1], app_id],
+            fetch="one",
         )
+        if made is not None and not made[0]:
+            rawsql.execute(_mark_sql("VALUES (%s, %s)"), [app_id, *marked])
+            enqueue_in_transaction(fan_out_app, app_id)
         return
-    inserted = rawsql.execute_deferred(_emit_sql(), params)
-
-    def enqueue() -> None:
-        if inserted() > 0:
-            fan_out.enqueue(event_id)
-
-    transaction.on_commit(enqueue, robust=True)
+    row = queue_row(fan_out_app, app_id)
+    assert row is not None
+    # One statement: no row count is needed, so in the write's pipeline it costs no round
+    # trip. Each part runs once, whether or not the next one reads it.
+    rawsql.execute_deferred(
+        f"WITH made AS ({_emit_sql()} RETURNING app_id), "  # noqa: S608
+        f"marked AS ({_mark_sql('SELECT app_id, %s FROM made')} RETURNING 1) "
+        f"INSERT INTO {row.table} {row.columns} SELECT {row.values} FROM marked",
+        [*params, *marked, *row.params],
+    )
 
 
 # What each action of the engine reports, by its audit-trail name.
@@ -518,14 +566,51 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={mac.hexdigest()}"
 
 
+# How many events one ``fan_out_app`` task fans out; more are left to a task it queues.
+_FAN_OUT_BATCH = 200
+
+
+@task()
+def fan_out_app(app_id: int) -> int:
+    """Fan out every event of app ``app_id`` not fanned out yet, oldest first (each as
+    :func:`fan_out` does); returns how many deliveries it made.
+
+    First the app's mark (:class:`FanOutPending`) is deleted, in a transaction of its own
+    that commits before any event is read: a write that found the mark (and so queued no task)
+    holds it until it commits, so the delete returns after that write committed and the read
+    below, a later transaction, sees its event. A write after the delete makes a new mark and
+    a new task. Should this worker die between the two, the events wait for the next event's
+    task, which finds every one of them, or for :func:`rescue` a minute on."""
+    rescue(_now())
+    with transaction.atomic():
+        rawsql.execute(
+            f"DELETE FROM {_table(FanOutPending)} WHERE app_id = %s",  # noqa: S608
+            [app_id],
+        )
+    waiting = list(
+        WebhookEvent.objects.filter(app_id=app_id, fanned_out=False)
+        .order_by("created_on", "id")
+        .values_list("pk", flat=True)[: _FAN_OUT_BATCH + 1]
+    )
+    made = sum(_fan_out_event(event_id) for event_id in waiting[:_FAN_OUT_BATCH])
+    if len(waiting) > _FAN_OUT_BATCH:
+        fan_out_app.enqueue(app_id)  # a long backlog: the rest in a task of its own
+    return made
+
+
 @task()
 def fan_out(event_id: str) -> int:
     """One delivery of ``event_id`` per active webhook taking its type, and its emails; the
     first delivery is sent here at once (one task less between a commit and its receipt), the
     others by tasks of their own. Returns how many deliveries it made (0 when another worker
-    already did)."""
+    already did). Queued by :func:`rescue`, and by :func:`emit` with a queue outside the
+    database."""
+    rescue(_now())
+    return _fan_out_event(event_id)
+
+
+def _fan_out_event(event_id: str) -> int:
     now = _now()
-    rescue(now)
     with transaction.atomic():
         event = WebhookEvent.objects.select_for_update().filter(pk=event_id).first()
         if event is None or event.fanned_out:
