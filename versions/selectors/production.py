@@ -61,14 +61,15 @@ def event_out(event: DeploymentEvent) -> dict[str, Any]:
     return out
 
 
-def production_overview(app: App) -> dict[str, Any]:
+def production_overview(app: App, *, history_cursor: str | None = None) -> dict[str, Any]:
     """The app's production deployment, its deployments (newest first) and its history (the
-    newest ``HISTORY_LIMIT`` events, and the cursor of the rest)."""
+    newest ``HISTORY_LIMIT`` events, or those after ``history_cursor``, and the cursor of the
+    rest). A cursor that is not one is ``InvalidInput``."""
     production, candidate, share = App.objects.filter(pk=app.pk).values_list(
         "production_id", "candidate_id", "rollout_share"
     ).first() or (None, None, 0)
     deployments = Deployment.objects.filter(app=app).order_by("-created_on", "-id")
-    history = production_history(app, limit=HISTORY_LIMIT)
+    history = production_history(app, cursor=history_cursor, limit=HISTORY_LIMIT)
     return {
         "app": app.slug,
         "production": production,

@@ -397,8 +397,8 @@ def _write(
 def _over_limit(row: _sql.ArtifactRow, keep: int, captured: _Captured) -> bool:
     """Whether this capture may take the app over its limit of ``keep`` unpinned points.
 
-    What the lock read is exact on SQLite (the write lock was held). On PostgreSQL it is the
-    app as the lock statement began: when the lock waited for another writer of
+    What the lock statement read is exact on SQLite (the write lock was held). On PostgreSQL
+    it is the app as the statement began: when the lock waited for another writer of
     the artifact, that writer's point is not in it, so the pruner runs anyway (it finds the
     points beyond the limit again, as they are then, and prunes none when there are none).
     Writers of different artifacts racing may each miss the other's point: the next write

@@ -44,25 +44,15 @@ def moment_utc(value: str) -> datetime | None:
 ROLLBACK_TITLE = "Roll back production"
 
 
-# Events of production's history a page of the tab shows; "Older events" pages on by cursor.
-HISTORY_PAGE = 50
-
-
 def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
-    overview = selectors.production_overview(app)
-    older = request.GET.get("history", "").strip()
-    if older:
-        try:
-            page = selectors.production_history(app, cursor=older, limit=HISTORY_PAGE)
-        except InvalidInput:  # a cursor of another page's making, or mangled: the newest
-            page = None
-        if page is not None:
-            overview = {
-                **overview,
-                "history": page["items"],
-                "history_next_cursor": page["next_cursor"],
-                "history_is_older": True,
-            }
+    # "Older events" pages production's history on by the API's cursor; a mangled one shows
+    # the newest events.
+    older = request.GET.get("history", "").strip() or None
+    try:
+        overview = selectors.production_overview(app, history_cursor=older)
+    except InvalidInput:
+        older, overview = None, selectors.production_overview(app)
+    overview["history_is_older"] = older is not None
     ahead = selectors.draft_ahead(app)
     return {
         "app": app,
