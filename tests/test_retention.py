@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
@@ -287,6 +288,51 @@ def test_every_statement_of_a_write_and_a_restore_that_prune_is_bounded_by_the_a
     assert restore_sets.filter(points__isnull=False).distinct().count() == 1
     unbounded = _unbounded(statements, app.pk)
     assert not unbounded, "\n".join(unbounded)
+
+
+def _rows_read_and_thrown_away(sql: str, table: str) -> tuple[int, int]:
+    """(rows read, rows thrown away by a filter) of ``table``'s scans in the plan of ``sql``,
+    run (PostgreSQL's EXPLAIN ANALYZE, in a transaction rolled back: the query only reads)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+        plan = cursor.fetchone()[0]
+        transaction.set_rollback(True)
+    read = removed = 0
+    nodes = [(json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.get("Plans", []))
+        if node.get("Relation Name") == table:
+            loops = node.get("Actual Loops", 1)
+            read += node.get("Actual Rows", 0) * loops
+            removed += node.get("Rows Removed by Filter", 0) * loops
+    return read, removed
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's own plan, run")
+def test_retention_reads_only_the_unnamed_restore_sets_it_keeps(app, settings):
+    """After a restore, retention keeps the counter-points of the app's newest N unnamed
+    restore sets: it reads those N sets and no other (not the app's change sets, not its named
+    restore sets), however many of them there are."""
+    settings.VERSIONS_RESTORE_SETS_PER_APP = 2
+    set_id = turn(app, "turn", 3)
+    for i in range(8):  # named restores and undos, with agent turns between them
+        restore = services.restore_change_set(set_id, by="person")
+        undo = services.restore_change_set(restore.set_id, by="person")
+        services.name_change_set(restore.set_id, f"Tried {i}", by="person")
+        services.name_change_set(undo.set_id, f"Back {i}", by="person")
+        turn(app, f"later-{i}", 2, f"v{i + 2}")
+    for _ in range(3):  # three unnamed restore sets: two are kept
+        services.restore_change_set(set_id, by="person")
+        turn(app, f"again-{_}", 2, f"w{_}")
+    with CaptureQueriesContext(connection) as restore:
+        services.restore_change_set(set_id, by="person")
+    kept = [q["sql"] for q in restore.captured_queries if q["sql"].startswith("WITH kept AS")]
+    assert len(kept) == 1
+
+    read, thrown_away = _rows_read_and_thrown_away(kept[0], "versions_changeset")
+    assert ChangeSet.objects.filter(app=app).count() > 25
+    assert (read, thrown_away) == (2, 0)
 
 
 def test_naming_a_set_and_marking_a_release_read_no_other_apps_rows(app):

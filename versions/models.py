@@ -529,6 +529,14 @@ class ChangeSet(models.Model):
                 name="changeset_restored_from",
                 condition=Q(restored_from__isnull=False),
             ),
+            # Retention keeps the counter-points of an app's newest N unnamed restore sets
+            # (docs/architecture.md#retention): read off this index alone, never past the app's
+            # change sets and named restore sets. A writer's new set adds no entry.
+            models.Index(
+                fields=["app", "created_on", "id"],
+                name="changeset_unnamed_restores",
+                condition=Q(kind="restore", name=""),
+            ),
         ]
         constraints = [
             # One open set per run: a closed one (restored or reverted) makes way for the next.
@@ -1487,8 +1495,9 @@ class WebhookEvent(models.Model):
 
     class Meta:
         ordering = ["created_on", "id"]
+        # No index of all an app's events: nothing reads them by app but its fan-out, which
+        # reads only the waiting ones; each index is one more B-tree every event's write updates.
         indexes = [
-            models.Index(fields=["app", "created_on"], name="webhook_event_app"),
             # The events not fanned out yet (a few at any time): an app's, oldest first, for
             # its fan-out task; all of them, for the rescue of the late ones.
             models.Index(
