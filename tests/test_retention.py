@@ -322,9 +322,9 @@ def test_retention_reads_only_the_unnamed_restore_sets_it_keeps(app, settings):
         services.name_change_set(restore.set_id, f"Tried {i}", by="person")
         services.name_change_set(undo.set_id, f"Back {i}", by="person")
         turn(app, f"later-{i}", 2, f"v{i + 2}")
-    for _ in range(3):  # three unnamed restore sets: two are kept
+    for i in range(3):  # three unnamed restore sets: two are kept
         services.restore_change_set(set_id, by="person")
-        turn(app, f"again-{_}", 2, f"w{_}")
+        turn(app, f"again-{i}", 2, f"w{i}")
     with CaptureQueriesContext(connection) as restore:
         services.restore_change_set(set_id, by="person")
     kept = [q["sql"] for q in restore.captured_queries if q["sql"].startswith("WITH kept AS")]
