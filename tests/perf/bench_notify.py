@@ -19,7 +19,7 @@ its figures last as one line of JSON:
 
 Each side writes to ``APPS`` apps in turn, so that each app stays below its retention limit
 (200 points: no write prunes) while the medians rest on enough writes to be stable: with 160
-writes a side and rounds of 40, identical work measured 0.86–1.08.
+writes a side and rounds of 40, identical work measured 0.79–1.13 (docs/performance.md#notify-lean).
 """
 
 from __future__ import annotations
