@@ -23,6 +23,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from versions import rawsql
 from versions.audit_chain import GENESIS, event_document, event_hash, event_id
 from versions.ids import datetime_to_ms
 
@@ -814,9 +815,7 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
         with transaction.atomic(savepoint=False):
             _check_deferred_constraints()
             statements = _audit_sql(connection.vendor)
-            with connection.cursor() as cursor:
-                cursor.execute(statements["head"])
-                head = cursor.fetchone()
+            head = rawsql.execute(statements["head"], [], "one")
             if head is None:  # a new database (or one a test flushed): the head starts here
                 latest = (
                     self.filter(origin_seq__isnull=True)
@@ -827,9 +826,7 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
                 AuditChainHead.objects.get_or_create(
                     pk=1, defaults={"seq": latest[0], "hash": latest[1]}
                 )
-                with connection.cursor() as cursor:
-                    cursor.execute(statements["head"])
-                    head = cursor.fetchone()
+                head = rawsql.execute(statements["head"], [], "one")
             now = timezone.now()
             event = AuditEvent(
                 id=event_id(datetime_to_ms(now)),
@@ -849,25 +846,25 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
                 prev_hash=head[1],
             )
             event.hash = event_hash(event.prev_hash, event.document(slug))
-            # The statements the ORM would run, built once: an action's own statements are few,
-            # and compiling these three cost as much as running them.
+            # The statements the ORM would run, built once and run on the driver's cursor: an
+            # action's own statements are few, and compiling these three (or passing them through
+            # Django's cursor wrapper) cost as much as running them.
             ops = connection.ops
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    statements["insert"],
-                    [
-                        *(getattr(event, column) for column in _AUDIT_COLUMNS[:8]),
-                        ops.adapt_json_value(event.targets, None),
-                        event.reason,
-                        ops.adapt_json_value(event.details, None),
-                        event.address,
-                        event.user_agent,
-                        ops.adapt_datetimefield_value(now),
-                        event.prev_hash,
-                        event.hash,
-                    ],
-                )
-                cursor.execute(statements["move_head"], [event.seq, event.hash])
+            rawsql.execute(
+                statements["insert"],
+                [
+                    *(getattr(event, column) for column in _AUDIT_COLUMNS[:8]),
+                    ops.adapt_json_value(event.targets, None),
+                    event.reason,
+                    ops.adapt_json_value(event.details, None),
+                    event.address,
+                    event.user_agent,
+                    ops.adapt_datetimefield_value(now),
+                    event.prev_hash,
+                    event.hash,
+                ],
+            )
+            rawsql.execute(statements["move_head"], [event.seq, event.hash])
             event._state.adding = False
             event._state.db = self.db
         return event

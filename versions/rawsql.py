@@ -110,6 +110,30 @@ def execute(
         _log(db, sql, params, started)
 
 
+def execute_many(sql: str, rows: Sequence[Sequence[Any]], *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Run ``sql`` once for every row of parameters in ``rows``: one statement prepared once and
+    re-run (the driver's ``executemany``). Logged as Django logs an ``executemany``."""
+    db = connections[using]
+    if recorded(db):
+        with db.cursor() as cursor:
+            cursor.executemany(sql, rows)
+        return
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    started = time.monotonic()
+    try:
+        with db.wrap_database_errors:
+            if db.vendor != "postgresql":
+                db.connection.executemany(_qmark(sql), rows)
+            else:
+                _pg_cursor(db, binary=False).executemany(sql, rows)
+    finally:
+        if db.queries_logged:
+            db.queries_log.append(
+                {"sql": f"{len(rows)} times: {sql}", "time": f"{time.monotonic() - started:.3f}"}
+            )
+
+
 @lru_cache(maxsize=256)
 def _qmark(sql: str) -> str:
     """``sql`` in sqlite3's parameter style (these statements hold no literal %)."""

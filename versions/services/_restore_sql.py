@@ -2,8 +2,9 @@
 
 A Restore all is a handful of statements over many rows; building them through the ORM (query
 compilation, per-value preparation, model instances) costs more than running them. These
-helpers run the same statements the ORM would, with the SQL built once per database vendor.
-Private to ``versions.services``.
+helpers run the same statements the ORM would, with the SQL built once per database vendor,
+on the driver's own cursor (:mod:`versions.rawsql`, as capture does): Django's cursor wrapper
+costs as much as a short statement. Private to ``versions.services``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
+from versions import rawsql
 from versions.models import App, Artifact, ChangeSet, RestorePoint, blob_hex, blob_key
 
 # Only quoted table names from the models are interpolated; every value is a parameter.
@@ -102,9 +104,7 @@ def _json(value: Any) -> Any:
 
 def change_set_and_app(set_id: str) -> tuple[str, list[dict[str, Any]], App] | None:
     """(id, pruned list, its app) of change set ``set_id``, one query; None if there is none."""
-    with connection.cursor() as cursor:
-        cursor.execute(_q("set_and_app"), [set_id])
-        row = cursor.fetchone()
+    row = rawsql.execute(_q("set_and_app"), [set_id], fetch="one")
     if row is None:
         return None
     cs_id, pruned, app_id, slug, name, release_set_id, generation, created_on = row
@@ -129,12 +129,10 @@ def lock_artifacts(pks: list[int], *, lock: bool) -> list[tuple]:
     if not lock:
         sql = sql.removesuffix(" FOR UPDATE")
     rows: list[tuple] = []
-    with connection.cursor() as cursor:
-        # Ascending chunks keep the one lock order even past the backend's parameter limit.
-        for start in range(0, len(pks), 900):
-            chunk = pks[start : start + 900]
-            cursor.execute(sql.format(ids=", ".join(["%s"] * len(chunk))), chunk)
-            rows.extend(cursor.fetchall())
+    # Ascending chunks keep the one lock order even past the backend's parameter limit.
+    for start in range(0, len(pks), 900):
+        chunk = pks[start : start + 900]
+        rows.extend(rawsql.execute(sql.format(ids=", ".join(["%s"] * len(chunk))), chunk, "all"))
     if connection.vendor == "postgresql":  # blob keys are stored as bytes there
         return [(*row[:4], blob_hex(row[4]), *row[5:]) for row in rows]
     return rows
@@ -150,27 +148,25 @@ def insert_restore_set(
 ) -> None:
     """Store a restore set (``kind`` restore, no name, nothing pruned) with its receipt."""
     ops = connection.ops
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _q("insert_set"),
-            [
-                set_id,
-                app_id,
-                ops.adapt_datetimefield_value(created_on),
-                by,
-                restored_from,
-                ops.adapt_json_value(receipt, None),
-                ops.adapt_json_value([], None),
-            ],
-        )
+    rawsql.execute(
+        _q("insert_set"),
+        [
+            set_id,
+            app_id,
+            ops.adapt_datetimefield_value(created_on),
+            by,
+            restored_from,
+            ops.adapt_json_value(receipt, None),
+            ops.adapt_json_value([], None),
+        ],
+    )
 
 
 def close_set(app_id: int, set_id: str) -> None:
     """Close the change set a restore or revert just acted on (in its transaction): later
     writes of its run or turn start a new set, so the next write of a session that reverted
     its turn is not taken back with it by a second Restore all."""
-    with connection.cursor() as cursor:
-        cursor.execute(_q("close_set"), [True, set_id, app_id, False])
+    rawsql.execute(_q("close_set"), [True, set_id, app_id, False])
 
 
 def insert_counter_points(rows: Sequence[Sequence[Any]]) -> None:
@@ -184,23 +180,20 @@ def insert_counter_points(rows: Sequence[Sequence[Any]]) -> None:
     if not rows:
         return
     head, row = _q("insert_counter"), _q("counter_row")
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.executemany(head + row, [(*r, True, False) for r in rows])
-            return
-        # Blob keys are stored as bytes on PostgreSQL.
-        key = COUNTER_COLUMNS.index("previous_blob_id")
-        rows = [
-            (*r[:key], None if r[key] is None else blob_key(r[key]), *r[key + 1 :]) for r in rows
-        ]
-        width = len(COUNTER_COLUMNS) + 2
-        per_batch = max(1, (connection.features.max_query_params or 10_000) // width)
-        for start in range(0, len(rows), per_batch):
-            batch = rows[start : start + per_batch]
-            cursor.execute(
-                head + ", ".join([row] * len(batch)),
-                [value for r in batch for value in (*r, True, False)],
-            )
+    if connection.vendor == "sqlite":
+        rawsql.execute_many(head + row, [(*r, True, False) for r in rows])
+        return
+    # Blob keys are stored as bytes on PostgreSQL.
+    key = COUNTER_COLUMNS.index("previous_blob_id")
+    rows = [(*r[:key], None if r[key] is None else blob_key(r[key]), *r[key + 1 :]) for r in rows]
+    width = len(COUNTER_COLUMNS) + 2
+    per_batch = max(1, (connection.features.max_query_params or 10_000) // width)
+    for start in range(0, len(rows), per_batch):
+        batch = rows[start : start + per_batch]
+        rawsql.execute(
+            head + ", ".join([row] * len(batch)),
+            [value for r in batch for value in (*r, True, False)],
+        )
 
 
 _ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from versions import rawsql
 from versions.models import CHAIN_MAX, Artifact, Blob, RestorePoint, blob_key
 
 
@@ -132,8 +133,7 @@ def repoint_many(rows: list[tuple[int, str | None, int]], *, by: str, now: datet
             + ") AS v(blob_id, sha256, size, deleted, updated_on, updated_by, id) "
             "WHERE a.id = v.id"
         )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [value for values in params for value in values])
+        rawsql.execute(sql, [value for values in params for value in values])
         return
     # Only quoted identifiers from the model are interpolated; every value is a parameter.
     sql = (
@@ -141,8 +141,7 @@ def repoint_many(rows: list[tuple[int, str | None, int]], *, by: str, now: datet
         f"{qn('size')} = %s, {qn('deleted')} = %s, {qn('route_key')} = NULL, "
         f"{qn('updated_on')} = %s, {qn('updated_by')} = %s WHERE {qn('id')} = %s"
     )
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+    rawsql.execute_many(sql, params)
 
 
 @dataclass

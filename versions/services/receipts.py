@@ -37,7 +37,9 @@ class Finding:
     point_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, like the engine's targets: a restore builds one per artifact it writes, and
+# frozen fields are set one object.__setattr__ at a time. Nothing changes an item once built.
+@dataclass(slots=True)
 class RestoredItem:
     """One artifact a restore wrote: the point its state comes from, the counter-point that
     holds what it overwrote, its length in characters and its sha256 afterwards ("" = absent,

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection
 
-from versions import conf
+from versions import conf, rawsql
 from versions.errors import InvalidInput, NotFound
 from versions.messages import (
     NOOP_MESSAGE,
@@ -132,9 +132,7 @@ class SetPlan(engine.RestorePlan):
     def targets(self, subject: Subject, lock: Locker) -> list[RestoreTarget]:
         # The same SQL the ORM would build, compiled once per process and run as is: building
         # and converting it through the queryset costs more than the query itself.
-        with connection.cursor() as cursor:
-            cursor.execute(_points_sql(), [subject.ref])
-            rows = cursor.fetchall()
+        rows = rawsql.execute(_points_sql(), [subject.ref], "all")
         oldest: dict[int, RestoreTarget] = {}
         for row in rows:
             if row[1] not in oldest:
