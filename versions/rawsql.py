@@ -1,5 +1,6 @@
 """Statements run on the database driver's own cursor, for the few hot paths where Django's
-cursor wrapper costs as much as the statement (capture, retention, loading sources).
+cursor wrapper costs as much as the statement (capture, restore, retention, the audit append,
+loading sources).
 
 Errors are translated as Django's are. Where queries are logged (DEBUG, assertNumQueries,
 ``CaptureQueriesContext``) the statements still run here, on the driver's cursor — the path
