@@ -120,3 +120,79 @@ def test_the_transaction_that_follows_a_commit_is_one_transaction_to_its_end():
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE IF EXISTS versions_test_followed")
+
+
+@pytest.fixture
+def django_cursor_many(monkeypatch) -> list[str]:
+    """Every statement that goes through Django's cursor wrapper as an ``executemany``."""
+    calls: list[str] = []
+    for wrapper in (utils.CursorWrapper, utils.CursorDebugWrapper):
+        real = wrapper.executemany
+
+        def spy(self, sql, param_list, _real=real):
+            calls.append(str(sql))
+            return _real(self, sql, param_list)
+
+        monkeypatch.setattr(wrapper, "executemany", spy)
+    return calls
+
+
+def test_a_logged_restore_runs_on_the_raw_path_and_is_counted(
+    django_cursor_calls, django_cursor_many
+):
+    app = App.objects.create(slug="quotes", name="Quotes")
+    for name in ("index", "about"):
+        services.write_artifact(app, "pltf_page", name, "v1\n", requested_by="a", tool="t")
+    for name in ("index", "about"):
+        receipt = services.write_artifact(
+            app, "pltf_page", name, "v2\n", requested_by="a", tool="t", run_id="turn"
+        )
+    # An action the audit trail keeps first: the chain's head exists before the restore.
+    services.name_change_set(receipt.change_set_id, "Agent turn", by="rvaid")
+    django_cursor_calls.clear()
+    with CaptureQueriesContext(connection) as captured:
+        restored = services.restore_change_set(receipt.change_set_id, by="rvaid")
+    assert restored.kind == "restore" and len(restored.items) == 2
+    logged = [q["sql"] for q in captured.captured_queries]
+    writes = [
+        written[1]
+        for sql in logged
+        if re.match(r"(?:\d+ times: )?(?:INSERT|UPDATE|WITH)", sql)
+        and (written := re.search(r"(?:INSERT INTO|UPDATE) (\S+)", sql))
+    ]
+    # The restore set, its two counter-points and two re-points (one prepared statement run
+    # twice on SQLite, one statement on PostgreSQL), the set it acted on closing, the audit
+    # event, the chain's head and the event for webhooks (stored only when one takes it; on
+    # PostgreSQL ``WITH made AS (INSERT …)``): each logged...
+    assert writes == [
+        '"versions_changeset"',
+        '"versions_restorepoint"',
+        '"versions_artifact"',
+        '"versions_changeset"',
+        '"versions_auditevent"',
+        '"versions_auditchainhead"',
+        '"versions_webhookevent"',
+    ]
+    if connection.vendor == "sqlite":
+        assert [sql[:8] for sql in logged if " times: " in sql] == ["2 times:", "2 times:"]
+    # ...and none of them went through Django's cursor.
+    through_django = django_cursor_calls + django_cursor_many
+    assert not [sql for sql in through_django if sql.startswith(("INSERT", "UPDATE"))]
+    assert all(not sql.startswith("SELECT") for sql in django_cursor_calls)
+
+
+def test_execute_many_runs_a_statement_for_every_row_and_logs_it_once():
+    from versions import rawsql
+
+    apps = [App.objects.create(slug=f"app-{i}", name=f"App {i}") for i in range(3)]
+    with CaptureQueriesContext(connection) as captured:
+        rawsql.execute_many(
+            'UPDATE "versions_app" SET name = %s WHERE id = %s',
+            [(f"Renamed {app.pk}", app.pk) for app in apps],
+        )
+    assert sorted(App.objects.values_list("name", flat=True)) == [
+        f"Renamed {app.pk}" for app in apps
+    ]
+    assert [q["sql"] for q in captured.captured_queries] == [
+        '3 times: UPDATE "versions_app" SET name = %s WHERE id = %s'
+    ]
