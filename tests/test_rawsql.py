@@ -196,3 +196,35 @@ def test_execute_many_runs_a_statement_for_every_row_and_logs_it_once():
     assert [q["sql"] for q in captured.captured_queries] == [
         '3 times: UPDATE "versions_app" SET name = %s WHERE id = %s'
     ]
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's placeholder conversion")
+def test_a_restore_of_many_artifacts_converts_no_statement_on_every_run(monkeypatch):
+    """psycopg converts a ``%s`` statement to ``$1`` form on every run unless it is under 4 KB;
+    a Restore all of 100 artifacts sends its counter-points and re-points as one statement
+    each, longer than that. Converted once by rawsql, a second restore converts nothing."""
+    import psycopg._queries
+
+    app = App.objects.create(slug="quotes", name="Quotes")
+    for turn in ("before", "turn"):
+        for i in range(100):
+            receipt = services.write_artifact(
+                app, "pltf_stylesheet", f"sheet-{i}", f"/* {turn} */ .r{i} {{}}\n",
+                requested_by="a", tool="t", run_id=turn,
+            )  # fmt: skip
+    services.name_change_set(receipt.change_set_id, "Agent turn", by="rvaid")
+    first = services.restore_change_set(receipt.change_set_id, by="rvaid")
+    services.restore_change_set(first.set_id, by="rvaid")  # back to the turn's state
+
+    converted: list[int] = []
+    real = psycopg._queries._split_query
+
+    def counting(query, *args, **kwargs):
+        converted.append(len(query))
+        return real(query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg._queries, "_split_query", counting)
+    again = services.restore_change_set(receipt.change_set_id, by="rvaid")
+    assert again.kind == "restore" and len(again.items) == 100
+    assert converted == []

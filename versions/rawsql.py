@@ -105,7 +105,7 @@ def execute(
         with db.wrap_database_errors:
             # Not closed: in pipeline mode its result may still be on the way.
             pg_cursor = _pg_cursor(db, binary)
-            pg_cursor.execute(sql, params)
+            pg_cursor.execute(_numbered(sql), params)
             return _fetched(pg_cursor, fetch)
     finally:
         _log(db, sql, params, started)
@@ -127,7 +127,7 @@ def execute_many(sql: str, rows: Sequence[Sequence[Any]], *, using: str = DEFAUL
             if db.vendor != "postgresql":
                 db.connection.executemany(_qmark(sql), rows)
             else:
-                _pg_cursor(db, binary=False).executemany(sql, rows)
+                _pg_cursor(db, binary=False).executemany(_numbered(sql), rows)
     finally:
         if db.queries_logged:
             db.queries_log.append(
@@ -141,8 +141,29 @@ def _qmark(sql: str) -> str:
     return sql.replace("%s", "?")
 
 
+@lru_cache(maxsize=512)
+def _numbered(sql: str) -> str:
+    """``sql`` in PostgreSQL's own parameter style (``$1``, ``$2``, …), for a
+    :func:`_pg_cursor`: converted once per statement text, then remembered.
+
+    psycopg's own cursor converts a ``%s`` statement on every run, remembering only statements
+    under 4 KB; a restore's counter-points and re-points of 100 artifacts are one multi-row
+    statement each, longer than that, and converting them cost more than the server took to
+    run them (docs/performance.md#restore-placeholders). Like :func:`_qmark`, it assumes the
+    statement holds no literal %.
+    """
+    parts = sql.split("%s")
+    out = [parts[0]]
+    for number, part in enumerate(parts[1:], start=1):
+        out.append(f"${number}")
+        out.append(part)
+    return "".join(out)
+
+
 def _pg_cursor(db: Any, binary: bool) -> psycopg.Cursor[Any]:
-    cursor: psycopg.Cursor[Any] = psycopg.Cursor(db.connection)
+    """A cursor on the driver's connection that takes statements as the server does: run them
+    through :func:`_numbered`."""
+    cursor: psycopg.Cursor[Any] = psycopg.RawCursor(db.connection)
     if binary:
         cursor.format = psycopg.pq.Format.BINARY
     return cursor
@@ -200,7 +221,7 @@ def execute_first(
         try:
             with conn.pipeline():
                 psycopg.Cursor(conn).execute(begin)
-                cursor.execute(sql, params)
+                cursor.execute(_numbered(sql), params)
         finally:
             conn._autocommit = False
         _log(db, sql, params, started)
@@ -307,7 +328,7 @@ def _send_following(db: Any, conn: Any, statements: Sequence[tuple[str, Sequence
     conn._autocommit = True  # psycopg must not begin a transaction of its own
     try:
         for sql, params in statements:
-            psycopg.Cursor(conn).execute(sql, params)
+            psycopg.RawCursor(conn).execute(_numbered(sql), params)
     finally:
         conn._autocommit = autocommit
     for sql, params in statements:
@@ -360,7 +381,7 @@ def execute_deferred(
     cursor = _pg_cursor(db, binary=False)
     try:
         with db.wrap_database_errors:
-            cursor.execute(sql, params)
+            cursor.execute(_numbered(sql), params)
     finally:
         _log(db, sql, params, started)
     return lambda: cursor.rowcount
