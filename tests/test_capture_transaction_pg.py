@@ -6,7 +6,6 @@ connection's outermost transaction, as it is in a request: the path that counts 
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import zlib
 
@@ -15,6 +14,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from thread_helpers import failures, run_in_threads
+from trace_helpers import round_trips
 
 from versions import services
 from versions.models import App, Artifact, Blob, RestorePoint
@@ -33,23 +33,6 @@ def write(app, name, source, **kw):
 @pytest.fixture
 def top_app() -> App:
     return App.objects.create(slug="top", name="Top level")
-
-
-def round_trips(func) -> int:
-    """How many times ``func`` made the client wait for the server: each Sync (an extended
-    query or a pipeline's end) and each simple Query, read off libpq's protocol trace."""
-    connection.ensure_connection()
-    pgconn = connection.connection.pgconn
-    with tempfile.TemporaryFile("w+") as trace:
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            func()
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        sent = [line.split() for line in trace.read().splitlines()]
-    return sum(1 for parts in sent if parts[:1] == ["F"] and parts[2:3] in (["Sync"], ["Query"]))
 
 
 def committed_source(name: str) -> str:

@@ -746,8 +746,9 @@ def _check_deferred_constraints() -> None:
     for the head (a deadlock). Afterwards the checks are deferred again, as Django declares
     them."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE; SET CONSTRAINTS ALL DEFERRED")
+        # Two statements, not one string: in a pipeline (rawsql.batch) each travels alone.
+        rawsql.execute("SET CONSTRAINTS ALL IMMEDIATE", [])
+        rawsql.execute("SET CONSTRAINTS ALL DEFERRED", [])
 
 
 # The audit event's columns in the order the prepared INSERT takes them.

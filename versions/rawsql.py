@@ -135,6 +135,25 @@ def execute_many(sql: str, rows: Sequence[Sequence[Any]], *, using: str = DEFAUL
             )
 
 
+def insert_rows(model: Any, rows: Sequence[Any], *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Insert ``rows`` (new instances of ``model``) in one statement that returns nothing, so
+    inside a :func:`batch` no reply is awaited: their fields' values as the ORM would send
+    them (an automatic id is the database's, and not read back)."""
+    if not rows:
+        return
+    db = connections[using]
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    qn = db.ops.quote_name
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    execute(
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "  # noqa: S608
+        f"VALUES {', '.join([one] * len(rows))}",
+        [f.get_db_prep_save(f.pre_save(row, True), db) for row in rows for f in fields],
+        using=using,
+    )
+
+
 @lru_cache(maxsize=256)
 def _qmark(sql: str) -> str:
     """``sql`` in sqlite3's parameter style (these statements hold no literal %)."""
@@ -227,6 +246,24 @@ def execute_first(
         _log(db, sql, params, started)
         # The results arrived when the pipeline ended.
         return _fetched(cursor, fetch)
+
+
+def first_of(queryset: Any) -> Any:
+    """The first instance ``queryset`` finds (a plain one: its model's own fields, no joins
+    or annotations), or None, its statement run as :func:`execute_first` runs it: as an
+    atomic block's first, on PostgreSQL with the block's BEGIN, one round trip. Its values
+    are converted and its instance made as the ORM's own iteration does."""
+    db = queryset.db
+    compiler = queryset.query.get_compiler(using=db)
+    sql, params = compiler.as_sql()
+    row = execute_first(sql, params, "one", using=db)
+    if row is None:
+        return None
+    columns = [column for column, _sql, _alias in compiler.select]
+    converters = compiler.get_converters(columns)
+    if converters:
+        row = next(iter(compiler.apply_converters([row], converters)))
+    return queryset.model.from_db(db, [column.target.attname for column in columns], row)
 
 
 class Batch:

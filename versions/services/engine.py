@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
-from versions import conf, ids, terms
+from versions import conf, ids, rawsql, terms
 from versions.diffing import count_line_changes
 from versions.errors import InvalidInput, NotFound, PreflightFailed
 from versions.messages import (
@@ -580,16 +580,17 @@ def execute(plan: Plan | MovePlan, request: Request) -> Any:
     if subject.refusal is not None:
         raise subject.refusal
     run = _move if isinstance(plan, MovePlan) else _run
+
+    def finish(receipt: Any) -> None:
+        """The outcome of a plan that ran (not a dry run), in its transaction (both or
+        neither): in the audit trail and as its event. The transaction's last statements."""
+        _audit(plan.audit_action, app, subject, request, receipt)
+        webhooks.engine_outcome(plan.audit_action, app, subject.ref, request.by, receipt)
+
     for attempt in range(_RETRIES):
         try:
             with transaction.atomic():
-                receipt = run(plan, subject, request)  # type: ignore[arg-type]
-                if not request.dry_run:  # in the action's transaction: both or neither
-                    _audit(plan.audit_action, app, subject, request, receipt)
-                    webhooks.engine_outcome(
-                        plan.audit_action, app, subject.ref, request.by, receipt
-                    )
-                return receipt
+                return run(plan, subject, request, finish)  # type: ignore[arg-type]
         except PreflightFailed as exc:
             if not request.dry_run:  # after the rollback, on purpose: the refusal is kept
                 _audit(plan.audit_kind, app, subject, request, exc.receipt)
@@ -631,7 +632,19 @@ def _audit(
     )
 
 
-def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
+# The outcome of a plan that ran, the last statements of its transaction (execute's finish).
+Finish = Callable[[Any], None]
+
+
+def _finished(receipt: Any, finish: Finish) -> Any:
+    """``finish`` ``receipt``: on PostgreSQL its statements travel with the COMMIT, one round
+    trip (a top-level transaction; inside a larger one, they are sent together)."""
+    with _sql.batch(commit=True):
+        finish(receipt)
+    return receipt
+
+
+def _run(plan: Plan, subject: Subject, request: Request, finish: Finish) -> RestoreReceipt:
     app = subject.app
     lock = Locker(lock=not request.dry_run)
     targets = plan.targets(subject, lock)
@@ -689,12 +702,12 @@ def _run(plan: Plan, subject: Subject, request: Request) -> RestoreReceipt:
         return _dry_run(base, writes, plan.noop_message)
     if not writes:
         base.kind, base.message = NOOP, plan.noop_message
-        return base
+        return _finished(base, finish)  # type: ignore[no-any-return]
     receipt = _write(
         app, writes, route_sources, base, written_by=principal(request.actor, base.created_by)
     )
     after_write(app, subject, receipt)
-    return receipt
+    return _finished(receipt, finish)  # type: ignore[no-any-return]
 
 
 def after_write(app: App, subject: Subject, receipt: RestoreReceipt) -> None:
@@ -1023,10 +1036,13 @@ class MovePlan:
         raise NotImplementedError
 
 
-def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceipt:
+def _move(plan: MovePlan, subject: Subject, request: Request, finish: Finish) -> PromotionReceipt:
     # One lock: the app row, until the transaction ends — moves of one app's production queue.
     # A no-key lock, so agent writes (which only reference the app) never wait for it.
-    locked = App.objects.select_for_update(no_key=True).get(pk=subject.app.pk)
+    # The transaction's first statement: on PostgreSQL its BEGIN travels with it.
+    locked = rawsql.first_of(App.objects.select_for_update(no_key=True).filter(pk=subject.app.pk))
+    if locked is None:
+        raise App.DoesNotExist
     move = plan.move(subject, locked)
     findings = [finding for rule in plan.rules for finding in rule(move, request)]
     if request.dry_run:
@@ -1058,7 +1074,8 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
         )
         raise PreflightFailed(refused.message, receipt=refused)
     if move.noop:
-        return PromotionReceipt(kind=NOOP, ref=move.ref, message=MOVE_NOOP_MESSAGE)
+        noop = PromotionReceipt(kind=NOOP, ref=move.ref, message=MOVE_NOOP_MESSAGE)
+        return _finished(noop, finish)  # type: ignore[no-any-return]
     now = ids.ms_to_datetime(ids.now_ms())
     to = move.to or _store_deployment(
         locked, move.state, by=request.by, note=plan.note, now=now, checks=move.checks
@@ -1087,7 +1104,9 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
         receipt.message = PROMOTED.format(
             ref=move.ref, deployment=to, changed=count, s="" if count == 1 else "s"
         )
-    DeploymentEvent.objects.create(
+    if move.then is not None:
+        move.then(to, now)
+    event = DeploymentEvent(
         app=locked,
         kind=move.kind,
         from_deployment_id=move.previous,
@@ -1101,12 +1120,17 @@ def _move(plan: MovePlan, subject: Subject, request: Request) -> PromotionReceip
         changes_of_id=move.changes_of[0] if move.changes_of else None,
         changes_inverted=move.changes_of[1] if move.changes_of else False,
     )
-    # Every server's route table follows at its next request: the generation moves in the
-    # same statement as the pointer.
     pointers = move.pointers(to) if move.pointers is not None else {"production_id": to}
-    App.objects.filter(pk=locked.pk).update(**pointers, route_generation=F("route_generation") + 1)
-    if move.then is not None:
-        move.then(to, now)
+    # The move's last statements await no reply: on PostgreSQL they travel with the
+    # outcome's and the COMMIT.
+    with _sql.batch(commit=True):
+        rawsql.insert_rows(DeploymentEvent, [event])
+        # Every server's route table follows at its next request: the generation moves in
+        # the same statement as the pointer.
+        App.objects.filter(pk=locked.pk).update(
+            **pointers, route_generation=F("route_generation") + 1
+        )
+        finish(receipt)
     return receipt
 
 

@@ -631,7 +631,7 @@ def _fan_out_event(event_id: str) -> int:
         # The rest needs no answer: on PostgreSQL it travels with the COMMIT, one round trip.
         with rawsql.batch(commit=True):
             lease = _lease(made[0], now) if made else None
-            _insert(WebhookDelivery, made)
+            rawsql.insert_rows(WebhookDelivery, made)
             rawsql.execute(
                 f"UPDATE {_table(WebhookEvent)} SET fanned_out = %s WHERE id = %s",  # noqa: S608
                 [True, event.pk],
@@ -646,22 +646,6 @@ def _fan_out_event(event_id: str) -> int:
 
 def _table(model: Any) -> str:
     return connection.ops.quote_name(model._meta.db_table)
-
-
-def _insert(model: Any, rows: list[Any]) -> None:
-    """Insert ``rows`` (new instances of ``model``) in one statement, on the raw path: their
-    fields' values as the ORM would send them (an automatic id is the database's)."""
-    if not rows:
-        return
-    meta = model._meta
-    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
-    qn = connection.ops.quote_name
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    rawsql.execute(
-        f"INSERT INTO {_table(model)} ({', '.join(qn(f.column) for f in fields)}) "  # noqa: S608
-        f"VALUES {', '.join([one] * len(rows))}",
-        [f.get_db_prep_save(f.pre_save(row, True), connection) for row in rows for f in fields],
-    )
 
 
 def _enqueue_emails(event: WebhookEvent) -> None:
@@ -831,7 +815,7 @@ def _settle(sent: WebhookDelivery, answer: Answer, lease: str | None) -> str:
         # Nothing to read first: on PostgreSQL the whole transaction is one round trip.
         with transaction.atomic(), rawsql.batch(begin=True, commit=True):
             withdraw(lease)
-            _insert(DeliveryAttempt, [tried])
+            rawsql.insert_rows(DeliveryAttempt, [tried])
             rawsql.execute(
                 f"UPDATE {_table(WebhookDelivery)} SET state = %s, lease_until = NULL "  # noqa: S608
                 "WHERE id = %s",
@@ -852,7 +836,7 @@ def _settle(sent: WebhookDelivery, answer: Answer, lease: str | None) -> str:
             .get(pk=sent.id)
         )
         webhook = delivery.webhook
-        _insert(DeliveryAttempt, [tried])
+        rawsql.insert_rows(DeliveryAttempt, [tried])
         delivery.lease_until = None
         failing_since = webhook.failing_since or now
         if webhook.failing_since is None:
