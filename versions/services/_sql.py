@@ -25,6 +25,7 @@ from versions.models import (
     Blob,
     ChangeSet,
     DeploymentEntry,
+    DeploymentEvent,
     ReleaseMark,
     RestorePoint,
     SweepDebt,
@@ -479,6 +480,12 @@ def _sql(vendor: str) -> dict[str, str]:
             "(%s, %s, %s, 'capture', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
             "'', %s, %s)"
         ),
+        # The latest promotion of a deployment: where it came from (a rollback's target).
+        "promotion_of": (
+            "SELECT from_deployment_id, id, unchanged "
+            f"FROM {_table(DeploymentEvent)} WHERE app_id = %s AND kind = %s "
+            'AND to_deployment_id = %s ORDER BY "on" DESC, id DESC LIMIT 1'
+        ),
         "update_artifact": (
             f"UPDATE {artifact} SET blob_id = %s, sha256 = %s, size = %s, deleted = %s, "
             "route_key = NULL, updated_on = %s, updated_by = %s WHERE id = %s"
@@ -514,6 +521,14 @@ def _key(sha: str | None) -> Any:
 def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool = False) -> Any:
     """Run prepared statement ``name``; with ``fetch``, return its first row."""
     return _execute(_q(name), params, "one" if fetch else "", binary=binary)
+
+
+def promotion_of(app_id: int, deployment_id: str) -> tuple[str | None, int, int] | None:
+    """The latest promotion to ``deployment_id`` in app ``app_id``: the deployment it
+    replaced (None: the first), its event's id and its unchanged count; None when there is
+    none. A prepared statement: a rollback's one read besides its lock."""
+    row = _run("promotion_of", [app_id, DeploymentEvent.PROMOTION, deployment_id], fetch=True)
+    return None if row is None else (row[0], row[1], row[2])
 
 
 def moment(value: datetime) -> Any:

@@ -45,7 +45,7 @@ from versions.models import (
     DeploymentWatch,
     RestorePoint,
 )
-from versions.services import engine, gates, schedules, validation
+from versions.services import _sql, engine, gates, schedules, validation
 from versions.services import refs as states
 from versions.services.access import (
     Actor,
@@ -416,11 +416,7 @@ def _earlier(app: App, current: str) -> tuple[str, int, int]:
     """The deployment production served before ``current`` was promoted (where its promotion
     came from), with that promotion's event and its unchanged count; ``Conflict`` in words
     when ``current`` was the app's first. Rolling back again goes further back, never forth."""
-    found = (
-        DeploymentEvent.objects.filter(app=app, kind=PROMOTION, to_deployment_id=current)
-        .values_list("from_deployment_id", "pk", "unchanged")
-        .first()
-    )
+    found = _sql.promotion_of(app.pk, current)
     if found is None or found[0] is None:
         raise Conflict(NO_EARLIER_DEPLOYMENT.format(app=app.slug, current=current))
     return found[0], found[1], found[2]

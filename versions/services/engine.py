@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
@@ -634,9 +634,10 @@ def _audit(
 
 # The outcome of a plan that ran, the last statements of its transaction (execute's finish).
 Finish = Callable[[Any], None]
+_Receipt = TypeVar("_Receipt", RestoreReceipt, PromotionReceipt)
 
 
-def _finished(receipt: Any, finish: Finish) -> Any:
+def _finished(receipt: _Receipt, finish: Finish) -> _Receipt:
     """``finish`` ``receipt``: on PostgreSQL its statements travel with the COMMIT, one round
     trip (a top-level transaction; inside a larger one, they are sent together)."""
     with _sql.batch(commit=True):
@@ -702,12 +703,12 @@ def _run(plan: Plan, subject: Subject, request: Request, finish: Finish) -> Rest
         return _dry_run(base, writes, plan.noop_message)
     if not writes:
         base.kind, base.message = NOOP, plan.noop_message
-        return _finished(base, finish)  # type: ignore[no-any-return]
+        return _finished(base, finish)
     receipt = _write(
         app, writes, route_sources, base, written_by=principal(request.actor, base.created_by)
     )
     after_write(app, subject, receipt)
-    return _finished(receipt, finish)  # type: ignore[no-any-return]
+    return _finished(receipt, finish)
 
 
 def after_write(app: App, subject: Subject, receipt: RestoreReceipt) -> None:
@@ -1041,8 +1042,8 @@ def _move(plan: MovePlan, subject: Subject, request: Request, finish: Finish) ->
     # A no-key lock, so agent writes (which only reference the app) never wait for it.
     # The transaction's first statement: on PostgreSQL its BEGIN travels with it.
     locked = rawsql.first_of(App.objects.select_for_update(no_key=True).filter(pk=subject.app.pk))
-    if locked is None:
-        raise App.DoesNotExist
+    if locked is None:  # deleted since it was looked up
+        raise App.DoesNotExist("App matching query does not exist.")
     move = plan.move(subject, locked)
     findings = [finding for rule in plan.rules for finding in rule(move, request)]
     if request.dry_run:
@@ -1075,7 +1076,7 @@ def _move(plan: MovePlan, subject: Subject, request: Request, finish: Finish) ->
         raise PreflightFailed(refused.message, receipt=refused)
     if move.noop:
         noop = PromotionReceipt(kind=NOOP, ref=move.ref, message=MOVE_NOOP_MESSAGE)
-        return _finished(noop, finish)  # type: ignore[no-any-return]
+        return _finished(noop, finish)
     now = ids.ms_to_datetime(ids.now_ms())
     to = move.to or _store_deployment(
         locked, move.state, by=request.by, note=plan.note, now=now, checks=move.checks
