@@ -480,6 +480,10 @@ def _sql(vendor: str) -> dict[str, str]:
             "(%s, %s, %s, 'capture', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
             "'', %s, %s)"
         ),
+        # The set a restore set restored (an undo protects it from retention too).
+        "restored_from": (
+            f"SELECT restored_from_id FROM {change_set} WHERE app_id = %s AND id = %s"  # noqa: S608
+        ),
         # The latest promotion of a deployment: where it came from (a rollback's target).
         "promotion_of": (
             "SELECT from_deployment_id, id, unchanged "
@@ -521,6 +525,12 @@ def _key(sha: str | None) -> Any:
 def _run(name: str, params: Sequence[Any], *, fetch: bool = False, binary: bool = False) -> Any:
     """Run prepared statement ``name``; with ``fetch``, return its first row."""
     return _execute(_q(name), params, "one" if fetch else "", binary=binary)
+
+
+def restored_from(app_id: int, set_id: str) -> str | None:
+    """The set restore set ``set_id`` of app ``app_id`` restored, or None."""
+    row = _run("restored_from", [app_id, set_id], fetch=True)
+    return None if row is None else row[0]
 
 
 def promotion_of(app_id: int, deployment_id: str) -> tuple[str | None, int, int] | None:

@@ -34,7 +34,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from versions import conf, rawsql
-from versions.models import App, ChangeSet, RestorePoint
+from versions.models import App, RestorePoint
 from versions.rawsql import Batch
 from versions.services import _sql
 
@@ -129,11 +129,8 @@ def prune_after_restore(app: App, restore_set_id: str, restored_from: str) -> in
     an undo — of the set that one restored; so the restore can be undone, and the undo undone."""
     protect = {restore_set_id, restored_from}
     if restored_from.startswith(RESTORE_SET_PREFIX):
-        origin = (
-            ChangeSet.objects.filter(app_id=app.pk, id=restored_from)
-            .values_list("restored_from_id", flat=True)
-            .first()
-        )
+        # A prepared statement: compiling it as an ORM query cost each restore 0.2-0.3 ms.
+        origin = _sql.restored_from(app.pk, restored_from)
         if origin:
             protect.add(origin)
     return prune(app, protect=protect, counters=True)
