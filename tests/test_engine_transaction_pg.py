@@ -89,7 +89,7 @@ def heal_audit_appends() -> None:
         cursor.execute("DROP TRIGGER inject_fault ON versions_auditevent")
 
 
-def test_a_rollback_takes_six_round_trips_and_commits(promoted):
+def test_a_rollback_takes_four_round_trips_and_commits(promoted):
     app, first, second = promoted
     # Statements are prepared from their second run on a connection: run it twice first.
     services.rollback_production(app, by="test")
@@ -121,7 +121,7 @@ def test_a_restore_sends_its_outcome_with_its_commit(promoted):
     trips = round_trips(lambda: restored.append(services.restore_change_set(again, by="test")))
 
     # The audit trail's head is read with the foreign-key checks; the audit event, the
-    # webhook event and COMMIT go in one (four before).
+    # chain's head, the webhook event and COMMIT go in one round trip (sixteen in all before).
     assert trips == 12
     assert restored[0].kind == "restore"
     assert audit_count() == events + 1
@@ -130,7 +130,7 @@ def test_a_restore_sends_its_outcome_with_its_commit(promoted):
 
 
 def test_a_failure_in_a_rollbacks_last_statements_leaves_production_where_it_was(promoted):
-    app, _first, second = promoted
+    app, first, second = promoted
     events = audit_count()
     fail_audit_appends()
     try:
@@ -144,8 +144,8 @@ def test_a_failure_in_a_rollbacks_last_statements_leaves_production_where_it_was
     app.refresh_from_db()
     assert app.production_id == second
     # The connection is fine for the next one.
-    assert services.rollback_production(app, by="test").deployment_id == _first
-    assert production(app) == _first
+    assert services.rollback_production(app, by="test").deployment_id == first
+    assert production(app) == first
 
 
 def test_a_failure_in_a_restores_last_statements_writes_nothing(promoted):

@@ -640,7 +640,7 @@ _Receipt = TypeVar("_Receipt", RestoreReceipt, PromotionReceipt)
 def _finished(receipt: _Receipt, finish: Finish) -> _Receipt:
     """``finish`` ``receipt``: on PostgreSQL its statements travel with the COMMIT, one round
     trip (a top-level transaction; inside a larger one, they are sent together)."""
-    with _sql.batch(commit=True):
+    with rawsql.batch(commit=True):
         finish(receipt)
     return receipt
 
@@ -1124,7 +1124,7 @@ def _move(plan: MovePlan, subject: Subject, request: Request, finish: Finish) ->
     pointers = move.pointers(to) if move.pointers is not None else {"production_id": to}
     # The move's last statements await no reply: on PostgreSQL they travel with the
     # outcome's and the COMMIT.
-    with _sql.batch(commit=True):
+    with rawsql.batch(commit=True):
         rawsql.insert_rows(DeploymentEvent, [event])
         # Every server's route table follows at its next request: the generation moves in
         # the same statement as the pointer.
