@@ -7,14 +7,13 @@ connection's outermost transaction, as it is in a request: the path that counts 
 from __future__ import annotations
 
 import threading
-import zlib
 
 import psycopg
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
+from pg_helpers import assert_connection_clean, committed_source, round_trips
 from thread_helpers import failures, run_in_threads
-from trace_helpers import round_trips
 
 from versions import services
 from versions.models import App, Artifact, Blob, RestorePoint
@@ -33,27 +32,6 @@ def write(app, name, source, **kw):
 @pytest.fixture
 def top_app() -> App:
     return App.objects.create(slug="top", name="Top level")
-
-
-def committed_source(name: str) -> str:
-    """The artifact's source as another connection sees it (committed data only)."""
-    params = connection.get_connection_params()
-    with psycopg.connect(**params) as other:
-        row = other.execute(
-            "SELECT b.data, b.compressed FROM versions_artifact a "
-            "JOIN versions_blob b ON b.sha256 = a.blob_id WHERE a.name = %s",
-            [name],
-        ).fetchone()
-    assert row is not None
-    data = bytes(row[0])
-    return (zlib.decompress(data) if row[1] else data).decode()
-
-
-def assert_connection_clean() -> None:
-    conn = connection.connection
-    assert not connection.in_atomic_block
-    assert conn.autocommit
-    assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def test_a_write_takes_two_round_trips_and_commits(top_app):

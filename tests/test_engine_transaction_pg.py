@@ -9,12 +9,9 @@ transaction is the connection's outermost one, as it is in a request.
 
 from __future__ import annotations
 
-import zlib
-
-import psycopg
 import pytest
 from django.db import DatabaseError, connection
-from trace_helpers import round_trips
+from pg_helpers import assert_connection_clean, committed, committed_source, round_trips
 
 from versions import services
 from versions.models import PAGE, App
@@ -41,34 +38,12 @@ def promoted() -> tuple[App, str, str]:
     return app, first, second
 
 
-def committed(sql: str, params: list) -> tuple:
-    """One row as another connection sees it (committed data only)."""
-    with psycopg.connect(**connection.get_connection_params()) as other:
-        row = other.execute(sql, params).fetchone()
-    assert row is not None
-    return tuple(row)
-
-
 def production(app: App) -> str:
     return committed("SELECT production_id FROM versions_app WHERE id = %s", [app.pk])[0]
 
 
-def committed_source(app: App, name: str) -> str:
-    data, compressed = committed(
-        "SELECT b.data, b.compressed FROM versions_artifact a "
-        "JOIN versions_blob b ON b.sha256 = a.blob_id WHERE a.app_id = %s AND a.name = %s",
-        [app.pk, name],
-    )
-    return (zlib.decompress(bytes(data)) if compressed else bytes(data)).decode()
-
-
 def audit_count() -> int:
     return committed("SELECT count(*) FROM versions_auditevent", [])[0]
-
-
-def assert_connection_clean() -> None:
-    assert not connection.in_atomic_block
-    assert connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def fail_audit_appends() -> None:
@@ -125,7 +100,7 @@ def test_a_restore_sends_its_outcome_with_its_commit(promoted):
     assert trips == 12
     assert restored[0].kind == "restore"
     assert audit_count() == events + 1
-    assert committed_source(app, "index") == "index v2\n"  # as before the fourth turn
+    assert committed_source("index", app) == "index v2\n"  # as before the fourth turn
     assert_connection_clean()
 
 
@@ -156,7 +131,7 @@ def test_a_failure_in_a_restores_last_statements_writes_nothing(promoted):
     try:
         with pytest.raises(DatabaseError, match="injected fault"):
             services.restore_change_set(turn, by="test")
-        assert committed_source(app, "index") == "index v3\n"
+        assert committed_source("index", app) == "index v3\n"
         assert audit_count() == events
         assert_connection_clean()
     finally:
