@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from versions.management.commands.load_demo import DEMO_SLUG
+from versions.management.commands.load_demo import DEMO_SLUG, demo_review
 from versions.models import ChangeSet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -139,4 +139,22 @@ def test_promote_dialog_on_a_phone_keeps_its_buttons_whole(phone_page, live_serv
     box = confirm.bounding_box()
     assert one_line is not None and box is not None
     assert box["height"] <= one_line["height"] + 1 and box["width"] > box["height"] * 3, box
+    assert _page_width(page) <= PHONE
+
+
+def test_a_line_comment_on_a_phone_keeps_its_author_and_time_inside_its_thread(phone_page, demo):
+    """A comment's head (author · 1 minute ago · the date) wraps inside its thread: it took
+    the top bar's one-line layout and ran the date past the thread's edge."""
+    page = phone_page
+    demo_review()  # the demo reviewer's thread on the agent's page, as `load_demo` leaves it
+    demo.as_owner(page)
+    page.goto(f"{demo.url}/apps/{demo.slug}/versions/change-sets/{demo.turn}/")
+    thread = page.locator(".thread.inline").first
+    expect(thread).to_contain_text("Where does the 24 hours come from?")
+    frame = thread.bounding_box()
+    date = thread.locator(".comment .who .abs").first
+    expect(date).to_be_visible()
+    box = date.bounding_box()
+    assert frame is not None and box is not None
+    assert box["x"] + box["width"] <= frame["x"] + frame["width"], (box, frame)
     assert _page_width(page) <= PHONE
