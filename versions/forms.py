@@ -21,12 +21,14 @@ class ProtectionForm(forms.Form):
     block_on_changes_requested = forms.BooleanField(
         label="Requested changes block promotion",
         required=False,
-        help_text="A set with an open change request stays out of production.",
+        help_text="With approvals required, a set with an open change request stays out of "
+        "production.",
     )
     dismiss_stale = forms.BooleanField(
         label="Dismiss stale approvals",
         required=False,
-        help_text="Approvals given before later writes joined a set no longer count.",
+        help_text="With approvals required, approvals given before later writes joined a set no "
+        "longer count.",
     )
 
 
