@@ -55,6 +55,28 @@ def test_a_restore_all_dialog_that_writes_nothing_names_no_later_set(app: App, b
     assert restore_set not in again and later not in again
 
 
+def test_a_restore_all_dialog_names_no_later_set_whose_work_is_gone_already(app: App, boss: Client):
+    """A later set that was reverted (or written back) left nothing on the artifact: Restore
+    all takes nothing of it away, so the dialog does not say it "also undoes" it — nor the
+    revert. A later set whose work is still there is named."""
+    write(app, "v0\n", run="setup")
+    write(app, "a0\n", name="about", run="setup")
+    turn = write(app, "v1\n", run="turn-1")
+    write(app, "a1\n", name="about", run="turn-1")
+    reverted = write(app, "v2\n", run="turn-2")
+    revert = services.revert_change_set(reverted, by="boss").set_id
+    kept = write(app, "a2\n", name="about", run="turn-3")
+    assert Artifact.objects.get(app=app, name="index").source == "v1\n"  # what turn-1 left
+    url = reverse("versions:restore_change_set", args=[app.slug, turn])
+
+    dialog = boss.get(url, {"ret": f"set:{turn}"}, **HX).content.decode()
+
+    assert "This also undoes later work" in dialog and kept in dialog
+    assert reverted not in dialog and revert not in dialog
+    preview = services.restore_change_set(turn, by="p", dry_run=True).as_dict()
+    assert preview["laterChanges"] == [{"name": "about", "collection": PAGE, "sets": [kept]}]
+
+
 def test_a_restore_all_dry_run_lists_later_sets_only_for_what_it_writes(app: App):
     write(app, "v0\n", run="setup")
     write(app, "a0\n", name="about", run="setup")

@@ -748,8 +748,13 @@ def _dry_run(
         receipt.message = DRY_RUN.format(
             written=len(writes), s="" if len(writes) == 1 else "s", skipped=len(receipt.skipped)
         )
+    # An artifact that still holds exactly what the restored point wrote loses nothing of later
+    # sets: whatever they wrote there is gone already (reverted, restored or written back), so
+    # they are not named as work this restore undoes.
     since = {
-        t.artifact_id: _restore_sql.read_moment(t.since) for t, _ in writes if t.since is not None
+        t.artifact_id: _restore_sql.read_moment(t.since)
+        for t, live in writes
+        if t.since is not None and not _holds_point_result(t, live)
     }
     receipt.later_changes, receipt.later_sets = later_changes(
         since, exclude_set=receipt.reverted_set or receipt.restored_from
@@ -798,6 +803,11 @@ def _size(target: RestoreTarget, meta: Mapping[str, tuple[int, int]]) -> int:
     return meta.get(target.sha, (target.size, 0))[0]
 
 
+def _holds_point_result(target: RestoreTarget, live: LiveArtifact) -> bool:
+    """The artifact holds exactly what the target's restore point wrote ("" = deleted)."""
+    return target.point_new_sha256 is not None and live.sha256 == target.point_new_sha256
+
+
 def _line_counts(
     plan: list[tuple[RestoreTarget, LiveArtifact]],
 ) -> dict[int, tuple[int, int]]:
@@ -811,7 +821,7 @@ def _line_counts(
     for target, live in plan:
         if target.lines is not None:
             counts[live.pk] = target.lines
-        elif target.point_new_sha256 is not None and live.sha256 == target.point_new_sha256:
+        elif _holds_point_result(target, live):
             counts[live.pk] = (target.point_lines_removed, target.point_lines_added)
         else:
             uncounted.append((target, live))
