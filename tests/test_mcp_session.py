@@ -346,6 +346,18 @@ def test_bad_input_is_a_tool_error_not_a_crash(site):
     assert "nul-run" not in names
 
 
+def test_the_server_logs_each_line_once_on_stderr(site):
+    """The banner (and every other log line of Versions) is written once: the project's own
+    log handler and the stderr handler of the stdio server both printed it."""
+
+    async def script(session: ClientSession) -> tuple[bool, dict]:
+        return await call(session, "whoami")
+
+    assert run_session(site, site["token"], script)[0] is False
+    log = Path(site["db"]).with_suffix(".server.log").read_text(encoding="utf-8")
+    assert log.count(f"Versions MCP server for app “{SLUG}” as rvaid, on stdio.") == 1, log
+
+
 def test_server_refuses_a_bad_token_without_writing_to_stdout(site):
     result = manage(site["env"], "mcp_server", "--app", SLUG, "--token", "vt_wrong", check=False)
     assert result.returncode != 0

@@ -57,6 +57,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # Anything printed by accident must not corrupt the protocol stream.
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+        # Versions' own records have their handler (stderr too): not printed a second time.
+        logging.getLogger("versions").propagate = False
         token = options["token"] or os.environ.get(TOKEN_ENV, "")
         slug = options["app"]
         _check_database()
