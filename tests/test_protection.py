@@ -63,7 +63,7 @@ def test_an_unreviewed_set_is_refused_by_name_and_nothing_is_promoted(protected)
     with pytest.raises(PreflightFailed) as refused:
         services.promote(protected, actor=promoter)
     [finding] = refused.value.receipt.findings
-    lacks = f"{set_id} needs 1 more approval from someone other than its authors"
+    lacks = "it needs 1 more approval from someone other than its authors"  # named once
     assert (finding.name, finding.reason) == (set_id, FINDING_PROTECTED.format(lacks=lacks))
     assert production(protected) == before
     assert AuditEvent.objects.filter(action="promotion_refused").count() == 1

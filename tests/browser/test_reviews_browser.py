@@ -39,7 +39,7 @@ def test_a_review_lets_a_protected_promotion_through(page, live_server, demo):
     page.get_by_role("button", name="Promote to production").click()
     dialog = page.locator("#dialog-slot")
     expect(dialog).to_contain_text("Protection still needs reviews of 1 change set")
-    expect(dialog).to_contain_text(f"{turn}: Protection of this app: {turn} needs 1 more approval")
+    expect(dialog).to_contain_text(f"{turn}: Protection of this app: it needs 1 more approval")
     expect(dialog.get_by_role("button", name="Confirm promotion")).to_have_count(0)
     expect(dialog.get_by_role("button", name="Promote anyway")).to_be_visible()
     dialog.get_by_role("button", name="Cancel").click()

@@ -88,19 +88,17 @@ class SetReview:
     def status_key(self) -> str:
         return {APPROVED: "approved", CHANGES_REQUESTED: "changes"}.get(self.status, "required")
 
-    def lacks(self) -> list[str]:
-        """What protection still needs of the set, in words ([]: nothing)."""
+    def lacks(self, subject: str = "") -> list[str]:
+        """What protection still needs of the set, in words ([]: nothing), each about
+        ``subject`` (the set's id unless given: "it" where the id is said already)."""
         out = []
+        subject = subject or self.set_id
         if self.blocks and self.change_requests:
-            out.append(
-                HAS_CHANGE_REQUEST.format(id=self.set_id, who=", ".join(self.change_requests))
-            )
+            out.append(HAS_CHANGE_REQUEST.format(id=subject, who=", ".join(self.change_requests)))
         missing = self.required - len(self.approvals)
         if missing > 0:
             out.append(
-                NEEDS_APPROVALS.format(
-                    id=self.set_id, missing=missing, s="" if missing == 1 else "s"
-                )
+                NEEDS_APPROVALS.format(id=subject, missing=missing, s="" if missing == 1 else "s")
             )
         return out
 

@@ -298,7 +298,7 @@ class PromotePlan(MovePlan):
         findings = [
             Finding(set_id, CHANGE_SET, FINDING_PROTECTED.format(lacks="; ".join(lacks)))
             for set_id, state in states_of.items()
-            if (lacks := state.lacks())
+            if (lacks := state.lacks(subject="it"))  # the finding names the set
         ]
         if not findings or not self.override_reason:
             return findings
