@@ -148,3 +148,27 @@ def test_a_superuser_reads_every_apps_activity_others_find_no_page(client, app, 
     refused = _page(client, owner, "/versions/activity/")
     assert refused.status_code == 404
     assert AuditEvent.objects.filter(action="signed_in").exists()
+
+
+def test_list_and_mapping_details_read_as_a_list_and_as_pairs(client, app, owner):
+    """A promotion forced past protection keeps its findings (a list) and a protection change
+    its before and after (mappings): the page shows them as a list and as pairs, escaped,
+    never as Python's ['…'] or {'…': …}."""
+    services.record(
+        "protection_overridden",
+        actor=None,
+        app=app,
+        targets=["cs_a", "cs_b"],
+        reason="hotfix",
+        details={
+            "findings": ["cs_a: it needs <1> more approval", "cs_b: it has changes requested"],
+            "before": {"required_approvals": 0, "dismiss_stale": True, "note": None},
+            "events": list(range(25)),
+        },
+    )
+    html = _page(client, owner, "/apps/quotes/versions/activity/").content.decode()
+    assert "['" not in html and "{'" not in html and "[0, 1" not in html
+    assert "<li>cs_a: it needs &lt;1&gt; more approval</li>" in html
+    assert "<li>cs_b: it has changes requested</li>" in html
+    assert "required_approvals: 0, dismiss_stale: yes, note: —" in html
+    assert "<li>19</li><li>… and 5 more</li>" in html and "<li>20</li>" not in html

@@ -40,6 +40,16 @@ def test_activity_passes_axe_and_filters_in_place(
         details={"name": "Checkout, second try", "previous": "—"},
     )
     services.record("member_added", actor=actor, app=app, details={"whom": "user “ana”"})
+    # A forced promotion keeps a message and its findings (a list): a list, each key whole.
+    services.record(
+        "protection_overridden",
+        actor=actor,
+        app=app,
+        details={
+            "message": "Promoted draft to production as dp_mj3k2a_0000abcd: 3 artifacts changed.",
+            "findings": ["cs_a: it needs 1 more approval", "cs_b: it has changes requested"],
+        },
+    )
     # The demo's own actions (its restore) are in the trail too.
     events = AuditEvent.objects.filter(app=app).count()
     assert events >= 2
@@ -49,6 +59,13 @@ def test_activity_passes_axe_and_filters_in_place(
     expect(page.locator(".activity-list > li")).to_have_count(events)
     axe(page, "an app's Activity")
     _fits(page)
+    expect(page.locator(".activity-details .detail-items li")).to_have_count(2)
+    broken = page.evaluate(
+        """Array.from(document.querySelectorAll('.activity-details dt')).filter(dt => {
+            const range = document.createRange(); range.selectNodeContents(dt);
+            return range.getClientRects().length > 1; }).map(dt => dt.textContent)"""
+    )
+    assert broken == [], f"keys broken over lines: {broken}"
 
     page.get_by_label("Action").select_option("member_added")
     expect(page.locator(".activity-list > li")).to_have_count(1)

@@ -10,7 +10,7 @@ from django import template
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import escape, format_html
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from versions import conf
@@ -62,6 +62,32 @@ def when(moment: datetime | str | None) -> SafeString:
         absolute,
         absolute,
     )
+
+
+# A list in an audit event's details shows this many entries; the rest are counted.
+DETAIL_ITEMS = 20
+
+
+@register.filter
+def detail(value: Any) -> SafeString:
+    """An audit event's detail value in words: a list as a list (its first
+    :data:`DETAIL_ITEMS` entries), a mapping as ``key: value`` pairs, a yes/no, a dash for
+    none; every text escaped."""
+    if isinstance(value, list):
+        if not value:
+            return mark_safe("none")  # noqa: S308 - a constant
+        shown = format_html_join("", "<li>{}</li>", ((detail(v),) for v in value[:DETAIL_ITEMS]))
+        more = len(value) - DETAIL_ITEMS
+        if more > 0:
+            shown = format_html("{}<li>… and {} more</li>", shown, more)
+        return format_html('<ul class="detail-items">{}</ul>', shown)
+    if isinstance(value, dict):
+        return format_html_join(", ", "{}: {}", ((k, detail(v)) for k, v in value.items()))
+    if value is None:
+        return mark_safe("—")  # noqa: S308 - a constant
+    if isinstance(value, bool):
+        return mark_safe("yes" if value else "no")  # noqa: S308 - a constant
+    return escape(value)
 
 
 @register.filter
