@@ -116,3 +116,37 @@ def test_screenshot_phone_receipt(phone_page, live_server, make_user, sign_in):
     expect(receipt).to_be_in_viewport()
     _no_horizontal_scroll(page)
     page.screenshot(path=str(DOCS / "screenshot-phone-receipt.png"))
+
+
+# Every field a person types a value into, whatever its type: the panel's own border, radius
+# and height (a number, URL or date field once kept the browser's bare default beside styled
+# text fields on the same form).
+_TYPED_FIELDS = (
+    "input:not([type=checkbox]):not([type=radio]):not([type=hidden])"
+    ":not([type=submit]):not([type=button]), select"
+)
+
+
+def test_every_field_on_a_form_looks_alike(page, live_server, make_user, sign_in):
+    load_demo()
+    make_user("rvaid", superuser=True)
+    sign_in(page, "rvaid")
+    base = f"{live_server.url}/apps/{DEMO_SLUG}/versions/"
+    seen: set[str] = set()
+    for tab in ("settings/", "production/", "members/"):
+        page.goto(base + tab)
+        fields = page.eval_on_selector_all(
+            _TYPED_FIELDS,
+            """els => els.map(e => {
+                const s = getComputedStyle(e);
+                return {field: (e.tagName === 'SELECT' ? 'select' : e.type) + ' #' + e.id,
+                        radius: s.borderTopLeftRadius, height: parseFloat(s.minHeight) || 0,
+                        border: s.borderTopWidth + ' ' + s.borderTopStyle};
+            })""",
+        )
+        for field in fields:
+            seen.add(field["field"].split(" ")[0])
+            assert (field["radius"], field["border"]) == ("6px", "1px solid"), (tab, field)
+            assert field["height"] >= 36, (tab, field)
+    # The page's forms hold each kind this checks.
+    assert {"number", "url", "datetime-local", "text", "password", "select"} <= seen, seen
