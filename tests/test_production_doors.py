@@ -5,6 +5,7 @@ deployments endpoints and MCP's tools — the services decide who may promote.""
 from __future__ import annotations
 
 import hashlib
+import re
 from html import unescape
 from html.parser import HTMLParser
 
@@ -307,3 +308,54 @@ class OlderLink(HTMLParser):
     def handle_endtag(self, tag):
         if tag == "a":
             self._in = None
+
+
+def _rollback_buttons(html: str) -> set[str]:
+    """The deployments the Production tab offers Roll back production to (one form each)."""
+    return set(re.findall(r"/production/rollback/(dp_[a-z0-9_]+)/\" hx-get", html))
+
+
+def test_a_rollout_candidate_is_no_rollback_target_and_a_rollback_ends_the_rollout(
+    app, boss, client
+):
+    """Found in use: during a rollout the candidate's row offered Roll back production, which
+    moved production to a deployment it never served, past the rollout, and left the rollout
+    "running" on production itself."""
+    _write(app, "<p>v1</p>\n", "a")
+    first = services.promote(app, by="boss").deployment_id
+    _write(app, "<p>v2</p>\n", "b")
+    second = services.promote(app, by="boss").deployment_id
+    _write(app, "<p>v3</p>\n", "c")
+    candidate = services.promote(app, by="boss", rollout=25).deployment_id
+    tab = reverse("versions:production", args=["quotes"])
+    assert _rollback_buttons(boss.get(tab).content.decode()) == {first}
+
+    refused = boss.post(
+        reverse("versions:rollback", args=["quotes", candidate]), HTTP_HX_REQUEST="true"
+    )
+    body = unescape(refused.content.decode())
+    assert refused.status_code == 409
+    assert f"{candidate} is the candidate of the rollout running" in body
+    assert "Complete rollout serves it to everyone" in body
+    after = App.objects.get(pk=app.pk)
+    assert (after.production_id, after.candidate_id, after.rollout_share) == (second, candidate, 25)
+
+    dialog = boss.get(reverse("versions:rollback", args=["quotes", first]), HTTP_HX_REQUEST="true")
+    words = re.sub(r"<[^>]+>", "", unescape(dialog.content.decode()))
+    assert f"The rollout of {candidate} (25 % of visitors) ends with it" in words
+    rolled = boss.post(reverse("versions:rollback", args=["quotes", first]), HTTP_HX_REQUEST="true")
+    assert rolled.status_code == 200 and "Rolled back. Production now serves" in rolled.text
+    after = App.objects.get(pk=app.pk)
+    assert (after.production_id, after.candidate_id, after.rollout_share) == (first, None, 0)
+    for _ in range(8):  # no visitor is drawn onto the candidate any more
+        assert Client().get("/apps/quotes/").content == b"<p>v1</p>\n"
+    html = boss.get(tab).content.decode()
+    assert "Rollout running" not in html
+    # The candidate never served production: no rollback goes to it now either.
+    assert _rollback_buttons(html) == {second}
+    never = boss.post(
+        reverse("versions:rollback", args=["quotes", candidate]), HTTP_HX_REQUEST="true"
+    )
+    assert never.status_code == 409
+    assert f"never served {candidate}" in unescape(never.content.decode())
+    assert App.objects.get(pk=app.pk).production_id == first

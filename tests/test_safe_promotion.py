@@ -23,6 +23,8 @@ from versions.models import (
     AuditEvent,
     Deployment,
     DeploymentEvent,
+    DeploymentWatch,
+    RolloutVisitor,
     ScheduledPromotion,
 )
 from versions.services import (
@@ -541,3 +543,30 @@ def test_an_artifact_lock_refuses_agents_writes_but_not_peoples_restores(app, ow
     assert again.status_code == 200
     assert events("artifact_locked") == [["pltf_page/index"]]
     assert events("artifact_unlocked") == [["pltf_page/index"]]
+
+
+def test_a_rollback_during_a_rollout_ends_it_and_never_goes_to_the_candidate(two_versions, app):
+    version(app, "v2")
+    second = promote(app, by="rvaid").deployment_id
+    version(app, "v3")
+    candidate = promote(app, by="rvaid", rollout=50).deployment_id
+    for _ in range(6):
+        fresh_visit()  # visitors drawn: some pinned to the candidate
+    assert DeploymentWatch.objects.filter(pk=candidate, ended_on__isnull=True).exists()
+    with pytest.raises(Conflict, match="is the candidate of the rollout running"):
+        rollback_production(app, by="rvaid", to=candidate)
+    back = rollback_production(app, by="rvaid")  # to what production served before
+    assert back.kind == "rollback" and back.deployment_id == two_versions
+    assert back.message == (
+        f"Production rolled back from {second} to {two_versions}; the rollout of {candidate} "
+        f"ended: every visitor is served {two_versions}."
+    )
+    after = App.objects.get(pk=app.pk)
+    assert (after.production_id, after.candidate_id, after.rollout_share) == (two_versions, None, 0)
+    assert not DeploymentWatch.objects.filter(pk=candidate, ended_on__isnull=True).exists()
+    assert not RolloutVisitor.objects.filter(app=app).exists()
+    assert {label_of(fresh_visit()[1]) for _ in range(6)} == {"v1"}
+    # The candidate never served production: a rollback does not ship it past its rollout.
+    with pytest.raises(Conflict, match=f"never served {candidate}"):
+        rollback_production(app, by="rvaid", to=candidate)
+    assert rollback_production(app, by="rvaid", to=second).deployment_id == second

@@ -70,10 +70,18 @@ def production_overview(app: App, *, history_cursor: str | None = None) -> dict[
     ).first() or (None, None, 0)
     deployments = Deployment.objects.filter(app=app).order_by("-created_on", "-id")
     history = production_history(app, cursor=history_cursor, limit=HISTORY_LIMIT)
+    # What Roll back production may go to: a deployment production served (a promotion or a
+    # rollback moved it there), not the one it serves, nor a rollout's candidate.
+    served = set(
+        DeploymentEvent.objects.filter(
+            app=app, kind__in=(DeploymentEvent.PROMOTION, DeploymentEvent.ROLLBACK)
+        ).values_list("to_deployment_id", flat=True)
+    )
     return {
         "app": app.slug,
         "production": production,
         "deployments": [deployment_out(d, production) for d in deployments],
+        "rollback_targets": sorted(served - {production, None}),
         "history": history["items"],
         "history_next_cursor": history["next_cursor"],
         "rollout": rollout_of(candidate, share),

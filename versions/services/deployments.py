@@ -44,6 +44,7 @@ from versions.models import (
     DeploymentEvent,
     DeploymentWatch,
     RestorePoint,
+    RolloutVisitor,
 )
 from versions.services import _sql, engine, gates, schedules, validation
 from versions.services import refs as states
@@ -78,6 +79,21 @@ NO_EARLIER_DEPLOYMENT = (
     "deployment to roll back to."
 )
 DEPLOYMENT_NOT_FOUND = "App “{app}” has no deployment “{id}”."
+ROLLBACK_TO_CANDIDATE = (
+    "{id} is the candidate of the rollout running on app “{app}” ({share} % of visitors): "
+    "Complete rollout serves it to everyone, Abort rollout takes it back. A rollback goes back "
+    "to a deployment production served."
+)
+ROLLBACK_NEVER_SERVED = (
+    "Production of app “{app}” never served {id} (a rollout's candidate that was not "
+    "completed): a rollback goes back to a deployment production served. Promote its state to "
+    "ship it, through the checks."
+)
+# A rollback while a rollout runs ends the rollout: everyone gets the deployment rolled back to.
+ROLLED_BACK_ENDING_ROLLOUT = (
+    "Production rolled back from {previous} to {deployment}; the rollout of {candidate} ended: "
+    "every visitor is served {deployment}."
+)
 # A note's rules are shared with safe promotion's reasons (validation.clean_note).
 NOTE_NOT_TEXT, NOTE_TOO_LONG, NOTE_HAS_CONTROL = (
     validation.NOTE_NOT_TEXT,
@@ -494,6 +510,7 @@ class RollbackPlan(MovePlan):
             raise Conflict(NO_PRODUCTION_TO_ROLL_BACK.format(app=locked.slug))
         changes: list[Change] | None = None
         changes_of: tuple[int, bool] | None
+        candidate = locked.candidate_id
         if self.to is None:
             target, event_id, unchanged = _earlier(locked, current)
             changes_of = (event_id, True)
@@ -503,6 +520,14 @@ class RollbackPlan(MovePlan):
                 raise NotFound(DEPLOYMENT_NOT_FOUND.format(app=locked.slug, id=target))
             if target == current:
                 return Move(ROLLBACK, target, current, target)
+            if target == candidate:
+                raise Conflict(
+                    ROLLBACK_TO_CANDIDATE.format(
+                        id=target, app=locked.slug, share=locked.rollout_share
+                    )
+                )
+            if not _served(locked, target):
+                raise Conflict(ROLLBACK_NEVER_SERVED.format(app=locked.slug, id=target))
             move = _move_between(locked, current, target)
             if move is not None:
                 changes_of, unchanged = (move[0], move[1]), move[2]
@@ -515,7 +540,48 @@ class RollbackPlan(MovePlan):
         )
         # The deployment rolled back to is not watched: the watch was its promotion's.
         rollback.pointers = lambda to: {"production_id": to, "watch_until": None}
+        if candidate is not None:
+            # A running rollout ends with it, as when the watch rolls back: the candidate
+            # served a share of visitors on top of the production now left behind.
+            rollback.pointers = lambda to: {
+                "production_id": to,
+                "watch_until": None,
+                "candidate_id": None,
+                "rollout_share": 0,
+            }
+            rollback.message = ROLLED_BACK_ENDING_ROLLOUT.replace("{candidate}", candidate)
+            rollback.then = lambda to, now: end_watch(
+                candidate,
+                now,
+                rollback.message.format(deployment=to, previous=current),
+                forget=locked.pk,
+            )
         return rollback
+
+
+def _served(app: App, deployment_id: str) -> bool:
+    """Whether production of ``app`` ever served the deployment: a promotion (a completed
+    rollout is one) or a rollback moved production to it."""
+    return DeploymentEvent.objects.filter(
+        app=app,
+        to_deployment_id=deployment_id,
+        kind__in=(DeploymentEvent.PROMOTION, DeploymentEvent.ROLLBACK),
+    ).exists()
+
+
+def end_watch(deployment_id: str, now: Any, outcome: str, *, forget: int | None = None) -> None:
+    """The watch of ``deployment_id`` ends with ``outcome``; with ``forget`` (an app's pk) the
+    app's rollout ended too, and its visitors' draws mean nothing any more."""
+    DeploymentWatch.objects.filter(pk=deployment_id, ended_on__isnull=True).update(
+        ended_on=now, outcome=outcome[:200]
+    )
+    if forget is not None:
+        forget_visitors(forget)
+
+
+def forget_visitors(app_id: int) -> None:
+    """The rollout of app ``app_id`` ended: its visitors' draws are dropped."""
+    RolloutVisitor.objects.filter(app_id=app_id).delete()
 
 
 def rollback_production(

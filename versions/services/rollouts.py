@@ -41,6 +41,8 @@ from versions.services.deployments import (
     _earlier,
     _history_changes,
     check_share,
+    end_watch,
+    forget_visitors,
     promote,
 )
 from versions.services.engine import Move, MovePlan, Request, Subject
@@ -131,7 +133,7 @@ class RolloutPlan(MovePlan):
                     "rollout_share": 0,
                     "watch_until": timezone.now() + timedelta(minutes=minutes),
                 },
-                then=lambda to, now: _forget_visitors(locked.pk),
+                then=lambda to, now: forget_visitors(locked.pk),
             )
         changes, unchanged = _compare(locked, candidate, production)
         return Move(
@@ -144,7 +146,7 @@ class RolloutPlan(MovePlan):
             nothing_to_do=False,
             message=words.ROLLOUT_ABORTED_MESSAGE,
             pointers=lambda to: {"candidate_id": None, "rollout_share": 0},
-            then=lambda to, now: _end_watch(
+            then=lambda to, now: end_watch(
                 candidate, now, words.ROLLOUT_ABORTED_MESSAGE, forget=locked.pk
             ),
         )
@@ -172,7 +174,7 @@ class RolloutPlan(MovePlan):
                 message=message,
                 cause=cause,
                 pointers=lambda to: {"candidate_id": None, "rollout_share": 0},
-                then=lambda to, now: _end_watch(failing, now, cause, forget=locked.pk),
+                then=lambda to, now: end_watch(failing, now, cause, forget=locked.pk),
             )
         if failing is not None and failing == locked.production_id:
             try:
@@ -191,17 +193,9 @@ class RolloutPlan(MovePlan):
                 message=message,
                 cause=cause,
                 pointers=lambda to: {"production_id": to, "watch_until": None},
-                then=lambda to, now: _end_watch(failing, now, cause),
+                then=lambda to, now: end_watch(failing, now, cause),
             )
         return Move(DeploymentEvent.AUTO_ROLLBACK, failing or "", failing, failing, changes=[])
-
-
-def _end_watch(deployment_id: str, now: Any, outcome: str, *, forget: int | None = None) -> None:
-    DeploymentWatch.objects.filter(pk=deployment_id, ended_on__isnull=True).update(
-        ended_on=now, outcome=outcome[:200]
-    )
-    if forget is not None:  # the rollout ended: its visitors' draws mean nothing any more
-        _forget_visitors(forget)
 
 
 def _step(
@@ -341,7 +335,3 @@ def pin_visitor(app_id: int, candidate: str, fingerprint: str, drawn: str) -> st
     except IntegrityError:  # the same visitor's other request drew first: theirs stands
         return pin_visitor(app_id, candidate, fingerprint, drawn)
     return drawn
-
-
-def _forget_visitors(app_id: int) -> None:
-    RolloutVisitor.objects.filter(app_id=app_id).delete()
