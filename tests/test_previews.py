@@ -253,6 +253,16 @@ def test_signed_links_last_the_configured_hours_by_default(client, history, monk
 # ---------------------------------------------------------------------------------------------
 
 
+def test_a_page_the_state_does_not_hold_is_a_404_that_says_so(viewer, app):
+    """Found in use: the preview of the state before the set that created an app's pages
+    framed a bare "Not found."."""
+    point = write(app, PAGE, "index", "<h1>first</h1>\n").restore_point_id
+    status, body = page(viewer, f"/apps/quotes/at/{point}/")
+    assert status == 404
+    assert body == "Not found: this state has no “index”: it did not exist then, or was deleted."
+    assert page(viewer, f"/apps/quotes/at/{point}/assets/App.css")[0] == 404
+
+
 @override_settings(VERSIONS_MAX_STORED_BYTES=100)
 def test_a_state_with_a_missing_source_serves_what_it_can_and_404s_the_missing_artifact(
     viewer, app

@@ -359,3 +359,25 @@ def test_a_rollout_candidate_is_no_rollback_target_and_a_rollback_ends_the_rollo
     assert never.status_code == 409
     assert f"never served {candidate}" in unescape(never.content.decode())
     assert App.objects.get(pk=app.pk).production_id == first
+
+
+def test_a_freeze_and_a_scheduled_promotion_read_as_times_a_person_reads(app, boss):
+    """Found in use: the freeze said "Since 2026-12-06T04:21:39.848Z … until
+    2026-12-24T18:00:00.000Z" and a scheduled promotion "at 2026-…Z": the wire's ISO text."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _write(app, "<p>v1</p>\n", "a")
+    services.promote(app, by="boss")
+    _write(app, "<p>v2</p>\n", "b")
+    boss_actor = services.actor_for_user(User.objects.get(username="boss"))
+    services.promote(app, by="boss", at=timezone.now() + timedelta(hours=3))
+    services.promotion.freeze_production(
+        app, actor=boss_actor, reason="Black Friday", until=timezone.now() + timedelta(days=18)
+    )
+    html = boss.get(reverse("versions:production", args=["quotes"])).content.decode()
+    text = " ".join(re.sub(r"<[^>]+>", " ", re.sub(r'="[^"]*"', "", html)).split())
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text), re.findall(r"\S*\dT\d\S*", text)
+    assert "Since just now" in text and "until in 18 days" in text
+    assert re.search(r"at in 3 hours \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by boss", text)

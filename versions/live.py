@@ -80,6 +80,8 @@ NOT_FOUND = "Not found."
 METHOD_NOT_ALLOWED = "This route does not answer {method}."
 ROUTE_FAILED = "This route could not be served. The error was logged on the server."
 MISSING_IN_STATE = "Not found: “{name}” is missing from this state. {reason}"
+# A page or asset the state does not hold: it did not exist yet then, or was deleted.
+ABSENT_IN_STATE = "Not found: this state has no “{name}”: it did not exist then, or was deleted."
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 _PARAM_SEGMENT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]{0,63})\}$")
 
@@ -558,7 +560,7 @@ def _serve_state(
     except NotFound as exc:
         return _not_found(f"Not found. {exc.message}")
     if entry is None or entry.sha256 == "":
-        return _not_found()
+        return _not_found(ABSENT_IN_STATE.format(name=name))
     if entry.sha256 is None:
         return _not_found(MISSING_IN_STATE.format(name=name, reason=entry.reason or ""))
     return _serve_blob(request, entry.sha256, collection)

@@ -25,18 +25,20 @@ _LABELS = dict(COLLECTION_CHOICES)
 
 
 def relative(moment: datetime, now: datetime | None = None) -> str:
-    """'just now', '5 minutes ago', '3 hours ago', '2 days ago', or a date when older."""
+    """'just now', '5 minutes ago', '3 hours ago', '2 days ago', or a date when older; a
+    moment ahead (a freeze's end, a scheduled promotion) 'in 5 minutes' … 'in 2 days'."""
     now = now or timezone.now()
     seconds = int((now - moment).total_seconds())
-    if seconds < 0:
-        return "just now"
+    ahead = seconds < 0
+    seconds = abs(seconds)
     if seconds < 45:
         return "just now"
     for unit, size in (("minute", 60), ("hour", 3600), ("day", 86400)):
         limit = {"minute": 3600, "hour": 86400, "day": 86400 * 30}[unit]
         if seconds < limit:
             n = max(1, round(seconds / size))
-            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+            amount = f"{n} {unit}{'' if n == 1 else 's'}"
+            return f"in {amount}" if ahead else f"{amount} ago"
     return moment.strftime("%-d %b %Y")
 
 
