@@ -372,12 +372,14 @@ def test_a_freeze_and_a_scheduled_promotion_read_as_times_a_person_reads(app, bo
     services.promote(app, by="boss")
     _write(app, "<p>v2</p>\n", "b")
     boss_actor = services.actor_for_user(User.objects.get(username="boss"))
-    services.promote(app, by="boss", at=timezone.now() + timedelta(hours=3))
+    due = timezone.now() + timedelta(hours=3)
+    scheduled = services.promote(app, by="boss", at=due)
+    assert f"will be promoted at {due:%Y-%m-%d %H:%M} UTC as it is now" in scheduled.message
     services.promotion.freeze_production(
         app, actor=boss_actor, reason="Black Friday", until=timezone.now() + timedelta(days=18)
     )
     html = boss.get(reverse("versions:production", args=["quotes"])).content.decode()
     text = " ".join(re.sub(r"<[^>]+>", " ", re.sub(r'="[^"]*"', "", html)).split())
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text), re.findall(r"\S*\dT\d\S*", text)
-    assert "Since just now" in text and "until in 18 days" in text
-    assert re.search(r"at in 3 hours \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by boss", text)
+    assert "Since just now" in text and "it ends in 18 days" in text
+    assert re.search(r"due in 3 hours \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by boss", text)

@@ -60,7 +60,9 @@ def schedule_promotion(
     now = timezone.now()
     if moment <= now:
         raise InvalidInput(
-            words.SCHEDULE_IN_PAST.format(at=_iso(moment), now=f"{now:%Y-%m-%d %H:%M:%S}"),
+            words.SCHEDULE_IN_PAST.format(
+                at=f"{moment:%Y-%m-%d %H:%M:%S} UTC", now=f"{now:%Y-%m-%d %H:%M:%S}"
+            ),
             field="at",
         )
     app_obj = app_for(app, actor=actor, action=PROMOTE) if actor is not None else None
@@ -79,7 +81,7 @@ def schedule_promotion(
         schedule_id=schedule_id,
         at=_iso(moment),
         message=words.SCHEDULED_MESSAGE.format(
-            ref=state.ref, at=_iso(moment), count=len(fixed), id=schedule_id
+            ref=state.ref, at=f"{moment:%Y-%m-%d %H:%M} UTC", count=len(fixed), id=schedule_id
         ),
     )
     if dry_run:
