@@ -20,6 +20,7 @@ from versions.models import (
     PAGE,
     STYLESHEET,
     App,
+    Artifact,
     AuditEvent,
     Deployment,
     DeploymentEvent,
@@ -543,6 +544,43 @@ def test_an_artifact_lock_refuses_agents_writes_but_not_peoples_restores(app, ow
     assert again.status_code == 200
     assert events("artifact_locked") == [["pltf_page/index"]]
     assert events("artifact_unlocked") == [["pltf_page/index"]]
+
+
+def test_an_agents_restore_or_revert_does_not_write_a_locked_artifact(app, owner):
+    """Read in the code: the lock was checked where an agent writes an artifact, not where it
+    restores one, so an agent's Restore all, Revert or point restore overwrote a locked
+    artifact. Each is now refused in words, nothing written; a person still restores."""
+    from api_helpers import ApiClient, make_token
+
+    from versions.services import restore_change_set
+
+    def turn(run, collection, name, source):
+        return write_artifact(
+            app, collection, name, source, requested_by="agent", tool="t", run_id=run
+        )
+
+    turn("one", PAGE, "index", "<p>v1</p>")
+    turn("one", STYLESHEET, "App", "body { color: black; }")
+    turn = turn("two", PAGE, "index", "<p>v2</p>")
+    promotion.lock_artifact(app, collection=PAGE, name="index", actor=owner, reason="legal text")
+    agent = ApiClient(make_token("olga", "quotes"))
+    for path, body in (
+        (f"/change-sets/{turn.change_set_id}/restore", {}),
+        (f"/change-sets/{turn.change_set_id}/revert", {}),
+        (f"/restore-points/{turn.restore_point_id}/restore", {}),
+    ):
+        refused = agent.post(path, body)
+        assert refused.status_code == 409, (path, refused.json())
+        message = refused.json()["message"]
+        assert "index: It is locked by olga (“legal text”): an agent may not write it" in message
+    planned = agent.post(f"/change-sets/{turn.change_set_id}/restore", {"dry_run": True}).json()
+    assert [f["reason"] for f in planned["findings"]] == [
+        "It is locked by olga (“legal text”): an agent may not write it. A person may restore "
+        "it, or an owner unlock it."
+    ]
+    assert Artifact.objects.get(app=app, name="index").blob.text == "<p>v2</p>"
+    assert restore_change_set(turn.change_set_id, actor=owner).kind == "restore"
+    assert Artifact.objects.get(app=app, name="index").blob.text == "<p>v1</p>"
 
 
 def test_a_rollback_during_a_rollout_ends_it_and_never_goes_to_the_candidate(two_versions, app):

@@ -390,6 +390,11 @@ LOCKED_BY_OWNER = (
     "{collection} “{name}” of app “{slug}” is locked by {by}{reason}: agents may not write it. "
     "Nothing was written; ask an owner of the app to unlock it."
 )
+# A restore's pre-flight finding, for an agent's restore of a locked artifact.
+FINDING_LOCKED = (
+    "It is locked by {by}{reason}: an agent may not write it. A person may restore it, or an "
+    "owner unlock it."
+)
 LOCK_NOT_FOUND = "{collection} “{name}” of app “{slug}” is not locked."
 LOCK_ARTIFACT_MISSING = "App “{slug}” has no {collection} “{name}” to lock."
 LOCK_EXISTS = "{collection} “{name}” of app “{slug}” is locked already."

@@ -61,7 +61,7 @@ from versions.models import (
     RestorePoint,
     blob_key,
 )
-from versions.services import _restore_sql, _sql, retention, routes, webhooks
+from versions.services import _restore_sql, _sql, locks, retention, routes, webhooks
 from versions.services._store import repoint_many
 from versions.services.access import (
     Actor,
@@ -473,6 +473,19 @@ def rule_not_drifted(check: Check) -> str | None:
 TARGET_RULES: tuple[TargetRule, ...] = (rule_available, rule_not_drifted)
 
 
+def lock_rules(app: App, request: Request) -> tuple[TargetRule, ...]:
+    """An agent's restore does not write a locked artifact (docs/architecture.md#safe-promotion):
+    each one it would write is a finding. A person's restore still puts it back."""
+    locked = locks.locked_findings(app, request.actor)
+    if not locked:
+        return ()
+
+    def rule_unlocked(check: Check) -> str | None:
+        return locked.get((check.live.collection, check.live.name))
+
+    return (rule_unlocked,)
+
+
 def _finding(artifact: LiveArtifact | None, target: RestoreTarget, reason: str) -> Finding:
     return Finding(
         artifact.name if artifact else "",
@@ -650,7 +663,7 @@ def _run(plan: Plan, subject: Subject, request: Request, finish: Finish) -> Rest
     lock = Locker(lock=not request.dry_run)
     targets = plan.targets(subject, lock)
     live = lock(t.artifact_id for t in targets)
-    rules = TARGET_RULES + tuple(plan.rules)
+    rules = TARGET_RULES + tuple(plan.rules) + lock_rules(app, request)
     findings: list[Finding] = []
     skipped: list[Finding] = []
     writes: list[tuple[RestoreTarget, LiveArtifact]] = []

@@ -18,9 +18,18 @@ from versions.services.validation import clean_note, validate_collection, valida
 from versions.terms import MANAGE
 
 
+def _binds(app: App, actor: Actor | None) -> bool:
+    """Whether the app's locks bind ``actor``: an agent (a token), on an app with a lock."""
+    return actor is not None and actor.token is not None and bool(app.artifact_locks)
+
+
+def _who(by: str, reason: str) -> dict[str, str]:
+    return {"by": by or "an owner", "reason": f" (“{reason}”)" if reason else ""}
+
+
 def check_unlocked(app: App, collection: str, name: str, actor: Actor | None) -> None:
     """An agent (a token) may not write a locked artifact: ``Locked`` in words."""
-    if actor is None or actor.token is None or not app.artifact_locks:
+    if not _binds(app, actor):
         return
     found = (
         ArtifactLock.objects.filter(app=app, collection=collection, name=name)
@@ -28,16 +37,26 @@ def check_unlocked(app: App, collection: str, name: str, actor: Actor | None) ->
         .first()
     )
     if found is not None:
-        by, reason = found
         raise Locked(
             words.LOCKED_BY_OWNER.format(
-                collection=collection,
-                name=name,
-                slug=app.slug,
-                by=by or "an owner",
-                reason=f" (“{reason}”)" if reason else "",
+                collection=collection, name=name, slug=app.slug, **_who(*found)
             )
         )
+
+
+def locked_findings(app: App, actor: Actor | None) -> dict[tuple[str, str], str]:
+    """For a restore's pre-flight: ``(collection, name)`` → why ``actor`` may not write it, for
+    each locked artifact of the app when the locks bind the actor (an agent); else {}. One
+    query for an agent (a restore's app row may be read without its lock count), none for a
+    person."""
+    if actor is None or actor.token is None:
+        return {}
+    return {
+        (collection, name): words.FINDING_LOCKED.format(**_who(by, reason))
+        for collection, name, by, reason in ArtifactLock.objects.filter(app=app).values_list(
+            "collection", "name", "locked_by", "reason"
+        )
+    }
 
 
 def lock_artifact(
