@@ -204,3 +204,19 @@ def test_full_page_flow_without_javascript(reviewed):
     rs = ChangeSet.objects.get(app=app, kind=ChangeSet.RESTORE)
     assert response.status_code == 302
     assert response["Location"] == reverse("versions:receipt", args=[app.slug, rs.id])
+
+
+def test_restore_to_release_says_it_changes_the_draft_only_when_the_app_has_production(reviewed):
+    """Found in use: Restore all, Restore and Revert said "This changes the draft only.
+    Production still serves dp_…" in their dialogs and receipts; Restore to release, the one
+    a person reaches for when production looks wrong, said neither."""
+    app = reviewed["app"]
+    deployment = services.promote(app, by="rvaid", ref=reviewed["release"]).deployment_id
+    notice = f"Production still serves {deployment}; promote to ship this."
+    client = _client(_user("restorer", "view_changeset", "restore_changeset"))
+    dialog = client.get(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
+    assert f"This changes the draft only. {notice}" in dialog
+    done = client.post(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
+    assert "Restored." in done and notice in done
+    again = client.post(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
+    assert NOOP_MESSAGE in again and notice not in again  # nothing written: nothing to ship

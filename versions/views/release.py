@@ -27,7 +27,7 @@ from versions.terms import (
 )
 from versions.views._common import app_of, is_fragment, list_refresh, panel_view, perms
 from versions.views.diffs import DiffView, build_diff
-from versions.views.restoring import Flow, restore_flow
+from versions.views.restoring import Flow, notice_after, restore_flow
 
 TITLE = "Restore to release"
 ADDED_SINCE = (
@@ -122,12 +122,13 @@ def _after_release(request: HttpRequest, flow: Flow, data: services.RestoreRecei
     app = flow.app
     kind = data.outcome
     status = 409 if kind == "preflight_failed" else 200
+    notice = notice_after(app, data)
     if not is_fragment(request):
         if kind in ("restore", "revert") and data.set_id:
             return redirect(reverse("versions:receipt", args=[app.slug, data.set_id]))
-        ctx = _context(request, app, receipt=data)
+        ctx = _context(request, app, receipt=data, production_notice=notice)
         return render(request, "versions/since_release.html", ctx, status=status)
-    ctx = _context(request, app, receipt=data)
+    ctx = _context(request, app, receipt=data, production_notice=notice)
     html: str = render_to_string("versions/partials/_release_body.html", ctx, request=request)
     html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close the dialog
     return HttpResponse(html, status=status)

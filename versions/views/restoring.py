@@ -210,7 +210,7 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 # --------------------------------------------------------------------------------------------
 
 
-def _notice(app: App, receipt: services.RestoreReceipt) -> str:
+def notice_after(app: App, receipt: services.RestoreReceipt) -> str:
     """ "Production still serves dp_…; promote to ship this" after a restore that wrote."""
     return selectors.production_notice(app) if receipt.outcome in WROTE else ""
 
@@ -228,7 +228,7 @@ def _after_restore(request: HttpRequest, flow: Flow, data: services.RestoreRecei
     if what == "point":
         point = selectors.get_point(app, ident)
         ctx = point_context(
-            request, app, point, receipt=data, ret=ret, production_notice=_notice(app, data)
+            request, app, point, receipt=data, ret=ret, production_notice=notice_after(app, data)
         )
         template = "versions/partials/_point_expanded.html"
     else:
@@ -240,7 +240,7 @@ def _after_restore(request: HttpRequest, flow: Flow, data: services.RestoreRecei
             view=selectors.NOW_VIEW,
             receipt=data,
             ret=ret,
-            production_notice=_notice(app, data),
+            production_notice=notice_after(app, data),
         )
         template = "versions/partials/_set_expanded.html"
     html = str(render_to_string(template, ctx, request=request))
