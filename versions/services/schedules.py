@@ -81,7 +81,11 @@ def schedule_promotion(
         schedule_id=schedule_id,
         at=_iso(moment),
         message=words.SCHEDULED_MESSAGE.format(
-            ref=state.ref, at=f"{moment:%Y-%m-%d %H:%M} UTC", count=len(fixed), id=schedule_id
+            ref=state.ref,
+            at=f"{moment:%Y-%m-%d %H:%M} UTC",
+            count=len(fixed),
+            s="" if len(fixed) == 1 else "s",
+            id=schedule_id,
         ),
     )
     if dry_run:
