@@ -118,8 +118,13 @@ def test_the_api_lists_promotes_and_rolls_back_only_with_a_promoting_token(app):
     api.post("/apps/quotes/deployments", {})
     listed = api.get("/apps/quotes/deployments").json()
     assert len(listed["deployments"]) == 2 and listed["history"][0]["kind"] == "promotion"
+    first_id = listed["deployments"][1]["id"]
+    assert listed["rollback_targets"] == [first_id]  # production served it; not the current
     back = api.post("/apps/quotes/production/rollback", {"note": "broke"})
     assert back.status_code == 200 and back.json()["kind"] == "rollback"
+    assert api.get("/apps/quotes/deployments").json()["rollback_targets"] == [
+        listed["deployments"][0]["id"]
+    ]
     assert api.get("/apps/quotes/deployments").json()["production"] == done.json()["deploymentId"]
 
 

@@ -800,6 +800,11 @@ class DeploymentPage(Schema):
         "/apps/{slug}/production/history, MCP production_history) for the events after "
         "these; null when there are no more.",
     )
+    rollback_targets: list[str] = Field(
+        default_factory=list,
+        description="The deployments a rollback may go to: those production served, other "
+        "than the one it serves (a rollout's candidate is not one).",
+    )
     rollout: RolloutOut | None = Field(None, description="The running rollout, or null.")
     freeze: FreezeOut | None = None
     schedules: list[dict[str, Any]] = Field(
