@@ -819,13 +819,16 @@ def build_server(
         def rollback_production(
             to: Annotated[
                 str | None,
-                Field(description="The deployment to serve again: dp_… (default the one before)."),
+                Field(
+                    description="The deployment to serve again: dp_…, one production served "
+                    "(list_deployments names them as rollback_targets; default the one before)."
+                ),
             ] = None,
             note: Annotated[str, Field(description="Why, for the history.", max_length=500)] = "",
         ) -> CallToolResult:
             """Instant rollback: point production at an earlier deployment (default the one it
-            served before). Nothing is copied; the history records who, when and why. Returns
-            the receipt."""
+            served before). Nothing is copied; the history records who, when and why; a rollout
+            running ends with it. Returns the receipt."""
 
             def body() -> dict[str, Any]:
                 actor, app = authorise()
