@@ -139,6 +139,7 @@ from versions.selectors.production import (
     promotion_line_counts,
     safe_promotion_settings,
     scheduled_promotions,
+    served_deployments,
 )
 from versions.selectors.reading import ReadingState, reading_layout, reading_state, viewed_keys
 from versions.selectors.release import (
@@ -240,6 +241,7 @@ __all__ = [
     "APPS_PER_PAGE",
     "app_page",
     "deployment_out",
+    "served_deployments",
     "event_out",
     "production_overview",
     "production_history",

@@ -70,24 +70,31 @@ def production_overview(app: App, *, history_cursor: str | None = None) -> dict[
     ).first() or (None, None, 0)
     deployments = Deployment.objects.filter(app=app).order_by("-created_on", "-id")
     history = production_history(app, cursor=history_cursor, limit=HISTORY_LIMIT)
-    # What Roll back production may go to: a deployment production served (a promotion or a
-    # rollback moved it there), not the one it serves, nor a rollout's candidate.
-    served = set(
-        DeploymentEvent.objects.filter(
-            app=app, kind__in=(DeploymentEvent.PROMOTION, DeploymentEvent.ROLLBACK)
-        ).values_list("to_deployment_id", flat=True)
-    )
+    served = served_deployments(app)
     return {
         "app": app.slug,
         "production": production,
         "deployments": [deployment_out(d, production) for d in deployments],
-        "rollback_targets": sorted(served - {production, None}),
+        # What Roll back production may go to: not the deployment production serves.
+        "rollback_targets": sorted(served - {production}),
         "history": history["items"],
         "history_next_cursor": history["next_cursor"],
         "rollout": rollout_of(candidate, share),
         "freeze": freeze_state(app),
         "schedules": scheduled_promotions(app, pending_only=True),
     }
+
+
+def served_deployments(app: App) -> set[str]:
+    """The deployments production of ``app`` ever served: a promotion (a completed rollout is
+    one) or a rollback moved it there. A rollout's candidate is not one until it completes."""
+    return set(
+        DeploymentEvent.objects.filter(
+            app=app,
+            kind__in=(DeploymentEvent.PROMOTION, DeploymentEvent.ROLLBACK),
+            to_deployment__isnull=False,
+        ).values_list("to_deployment_id", flat=True)
+    )
 
 
 def production_history(

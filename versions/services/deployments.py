@@ -526,7 +526,7 @@ class RollbackPlan(MovePlan):
                         id=target, app=locked.slug, share=locked.rollout_share
                     )
                 )
-            if not _served(locked, target):
+            if target not in selectors.served_deployments(locked):
                 raise Conflict(ROLLBACK_NEVER_SERVED.format(app=locked.slug, id=target))
             move = _move_between(locked, current, target)
             if move is not None:
@@ -557,16 +557,6 @@ class RollbackPlan(MovePlan):
                 forget=locked.pk,
             )
         return rollback
-
-
-def _served(app: App, deployment_id: str) -> bool:
-    """Whether production of ``app`` ever served the deployment: a promotion (a completed
-    rollout is one) or a rollback moved production to it."""
-    return DeploymentEvent.objects.filter(
-        app=app,
-        to_deployment_id=deployment_id,
-        kind__in=(DeploymentEvent.PROMOTION, DeploymentEvent.ROLLBACK),
-    ).exists()
 
 
 def end_watch(deployment_id: str, now: Any, outcome: str, *, forget: int | None = None) -> None:
