@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from versions import messages
 from versions.mcp import build_server
 from versions.models import PAGE, App, AppCheck, ArtifactLock, AuditEvent, ScheduledPromotion
 from versions.services import (
@@ -172,6 +173,12 @@ def test_the_api_runs_a_rollout_and_refuses_bad_shares_and_a_second_rollout(ship
     for bad in (0, 100, "50"):
         answer = api.post("/apps/quotes/rollout", {"to": bad})
         assert answer.status_code in (400, 422), answer.json()
+    # Asking nothing is told what to ask, in the door's own words (it said "“None” is not a
+    # whole number in that range" of a field named "rollout", which this door does not have).
+    empty = api.post("/apps/quotes/rollout", {})
+    assert (empty.status_code, empty.json()["field"]) == (400, "to")
+    assert empty.json()["message"] == messages.ROLLOUT_NOTHING_ASKED
+    assert "None" not in empty.json()["message"]
     started = api.post("/apps/quotes/rollout", {"to": 20, "note": "canary"})
     assert started.status_code == 200 and started.json()["kind"] == "rollout"
     assert started.json()["rollout"] == 20 and "checks" in started.json()

@@ -350,6 +350,10 @@ ROLLOUT_ALREADY_RUNNING = (
     "before starting another or promoting."
 )
 NO_ROLLOUT = "App “{slug}” has no rollout running: start one with Start rollout."
+ROLLOUT_NOTHING_ASKED = (
+    "Say what the rollout should do: “to” (1 to 99, the share of visitors) starts or advances "
+    "it; “action” (“complete” or “abort”) ends it. Nothing changed."
+)
 ROLLOUT_BAD_ACTION = "A rollout action is “complete” or “abort”, not “{action}”."
 ROLLOUT_STARTED_MESSAGE = "Rollout started: {deployment} serves {share} % of visitors."
 ROLLOUT_ADVANCED_MESSAGE = "Rollout advanced: {deployment} serves {share} % of visitors."

@@ -371,12 +371,13 @@ def watch_begins(app: App, deployment_id: str, now: Any) -> None:
         tasks.enqueue_on_commit(promotion_tasks.watch_promotion, deployment_id)
 
 
-def check_share(share: object) -> int:
-    """A rollout's share of visitors, 1-99, or ``InvalidInput`` in words."""
+def check_share(share: object, *, field: str = "rollout") -> int:
+    """A rollout's share of visitors, 1-99, or ``InvalidInput`` in words about ``field`` (the
+    caller's name for it: promote's ``rollout``, the rollout door's ``to``)."""
     if isinstance(share, str) and share.strip().isdigit():
         share = int(share)
     if isinstance(share, bool) or not isinstance(share, int) or not 1 <= share <= 99:
-        raise InvalidInput(ROLLOUT_BAD_SHARE.format(share=str(share)[:20]), field="rollout")
+        raise InvalidInput(ROLLOUT_BAD_SHARE.format(share=str(share)[:20]), field=field)
     return share
 
 

@@ -210,7 +210,8 @@ def advance_rollout(
 ) -> PromotionReceipt:
     """Serve the running rollout's candidate to ``to`` percent (1-99) of new visitors;
     visitors already pinned stay on their deployment."""
-    return _step(app, ADVANCE, actor=actor, by=by, share=check_share(to), note=_clean_note(note))
+    share = check_share(to, field="to")
+    return _step(app, ADVANCE, actor=actor, by=by, share=share, note=_clean_note(note))
 
 
 def complete_rollout(
@@ -246,8 +247,12 @@ def rollout_action(
         raise InvalidInput(words.ROLLOUT_BAD_ACTION.format(action=str(action)[:40]), field="action")
     # Who may not see the app learns nothing of its rollout (docs/api.md#existence).
     app_obj = app_for(app, actor=actor) if actor is not None else resolve_app(app)
+    if to is None:
+        raise InvalidInput(words.ROLLOUT_NOTHING_ASKED, field="to")
     if app_obj.candidate_id is None:
-        return promote(app_obj, actor=actor, ref=ref, note=note, rollout=check_share(to))
+        return promote(
+            app_obj, actor=actor, ref=ref, note=note, rollout=check_share(to, field="to")
+        )
     return advance_rollout(app_obj, to=to, actor=actor, note=note)
 
 
