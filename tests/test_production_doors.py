@@ -390,3 +390,25 @@ def test_a_freeze_and_a_scheduled_promotion_read_as_times_a_person_reads(app, bo
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text), re.findall(r"\S*\dT\d\S*", text)
     assert "Since just now" in text and "it ends in 18 days" in text
     assert re.search(r"due in 3 hours \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by boss", text)
+
+
+def test_a_refused_rollout_step_names_each_finding_once(app, boss):
+    """Found in use: Complete rollout while production was frozen printed the refusal's whole
+    message, which spells out the finding, and then the same finding again as a list."""
+    _write(app, "<p>v1</p>\n", "a")
+    services.promote(app, by="boss")
+    _write(app, "<p>v2</p>\n", "b")
+    services.promote(app, by="boss", rollout=20)
+    boss_actor = services.actor_for_user(User.objects.get(username="boss"))
+    services.promotion.freeze_production(app, actor=boss_actor, reason="Launch week")
+    refused = boss.post(
+        reverse("versions:production_rollout", args=["quotes"]),
+        {"step": "complete"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert refused.status_code == 409
+    receipt = unescape(
+        refused.content.decode().split('id="receipt-main"')[1].split("</section>")[0]
+    )
+    assert "Nothing changed." in receipt and "Pre-flight found 1 problem:" in receipt
+    assert receipt.count("is frozen since") == 1, receipt
