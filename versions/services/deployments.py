@@ -539,17 +539,12 @@ class RollbackPlan(MovePlan):
         rollback = Move(
             ROLLBACK, target, current, target, None, changes, unchanged, load, changes_of
         )
-        # The deployment rolled back to is not watched: the watch was its promotion's.
-        rollback.pointers = lambda to: {"production_id": to, "watch_until": None}
+        # The deployment rolled back to is not watched: the watch was its promotion's. A
+        # running rollout ends with it, as when the watch rolls back: the candidate served a
+        # share of visitors on top of the production now left behind.
+        ends = {"candidate_id": None, "rollout_share": 0} if candidate is not None else {}
+        rollback.pointers = lambda to: {"production_id": to, "watch_until": None, **ends}
         if candidate is not None:
-            # A running rollout ends with it, as when the watch rolls back: the candidate
-            # served a share of visitors on top of the production now left behind.
-            rollback.pointers = lambda to: {
-                "production_id": to,
-                "watch_until": None,
-                "candidate_id": None,
-                "rollout_share": 0,
-            }
             rollback.message = ROLLED_BACK_ENDING_ROLLOUT.replace("{candidate}", candidate)
             rollback.then = lambda to, now: end_watch(
                 candidate,

@@ -122,13 +122,11 @@ def _after_release(request: HttpRequest, flow: Flow, data: services.RestoreRecei
     app = flow.app
     kind = data.outcome
     status = 409 if kind == "preflight_failed" else 200
-    notice = notice_after(app, data)
+    if not is_fragment(request) and kind in ("restore", "revert") and data.set_id:
+        return redirect(reverse("versions:receipt", args=[app.slug, data.set_id]))
+    ctx = _context(request, app, receipt=data, production_notice=notice_after(app, data))
     if not is_fragment(request):
-        if kind in ("restore", "revert") and data.set_id:
-            return redirect(reverse("versions:receipt", args=[app.slug, data.set_id]))
-        ctx = _context(request, app, receipt=data, production_notice=notice)
         return render(request, "versions/since_release.html", ctx, status=status)
-    ctx = _context(request, app, receipt=data, production_notice=notice)
     html: str = render_to_string("versions/partials/_release_body.html", ctx, request=request)
     html += '<div id="dialog-slot" hx-swap-oob="true"></div>'  # close the dialog
     return HttpResponse(html, status=status)
