@@ -317,3 +317,34 @@ def test_a_set_row_carries_its_review_status(app, set_id, client):
         "Submit review"
         not in client.get(f"/apps/{app.slug}/versions/change-sets/{set_id}/").content.decode()
     )
+
+
+def _badge(html: str, set_id: str) -> str:
+    """The review badge of the set's head (``#review-badge-<id>``) as drawn in ``html``,
+    without its out-of-band mark."""
+    start = html.index(f'<span id="review-badge-{set_id}"')
+    end = html.index("</span></span>", start) + len("</span></span>")
+    return html[start:end].replace(' hx-swap-oob="true"', "")
+
+
+def test_a_verdict_submitted_in_the_review_box_updates_the_sets_head_on_the_page(
+    app, set_id, client
+):
+    """The Review box swaps the reviews section in place (htmx); the status badge in the set's
+    head above it comes along out of band, drawn as a reload of the page draws it."""
+    rita = person(app, "rita")
+    client.force_login(rita.user)
+    url = f"/apps/{app.slug}/versions/change-sets/{set_id}/"
+    assert ">Review required<" in _badge(client.get(url).content.decode(), set_id)
+    answer = client.post(
+        url + "reviews/", {"verdict": "approve", "body": "Good"}, HTTP_HX_REQUEST="true"
+    )
+    html = answer.content.decode()
+    assert answer.status_code == 200 and 'id="set-reviews"' in html
+    assert f'<span id="review-badge-{set_id}" hx-swap-oob="true">' in html
+    assert ">Approved<" in _badge(html, set_id)
+    assert _badge(html, set_id) == _badge(client.get(url).content.decode(), set_id)
+    # A refused verdict changes nothing above the box.
+    refused = client.post(url + "reviews/", {"verdict": "maybe"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 422
+    assert f'id="review-badge-{set_id}"' not in refused.content.decode()

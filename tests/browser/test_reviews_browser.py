@@ -55,6 +55,9 @@ def test_a_review_lets_a_protected_promotion_through(page, live_server, demo):
     page.get_by_role("button", name="Submit review").click()
     expect(page.get_by_role("status")).to_have_text("Your review was submitted: Approve.")
     expect(page.locator("#review-status")).to_have_text("Approved")
+    # The set's head above the box says so too, without a reload.
+    expect(page.locator(f"#head-{turn} .badge.review-approved")).to_have_text("Approved")
+    expect(page.locator(f"#head-{turn} .badge.review-required")).to_have_count(0)
     body = page.locator("#set-reviews article .md").first
     expect(body.locator("strong")).to_have_text("right")
     expect(body.locator("script, img")).to_have_count(0)

@@ -151,7 +151,10 @@ def _section(request: HttpRequest, app: App, change_set: ChangeSet, **extra: Any
     ctx = {"app": app, "cs": change_set, **reviews_context(request, app, change_set), **extra}
     if not is_fragment(request):
         return render(request, "versions/reviews_page.html", ctx, status=status)
-    return render(request, "versions/partials/_set_reviews.html", ctx, status=status)
+    if extra.get("badge"):
+        # A verdict changes the set's status: the badge in its head above follows (out of band).
+        selectors.attach_review_states(app, [change_set])
+    return render(request, "versions/partials/_set_reviews_response.html", ctx, status=status)
 
 
 def _set(request: HttpRequest, slug: str, set_id: str) -> tuple[App, ChangeSet]:
@@ -172,7 +175,9 @@ def submit_review(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
     except InvalidInput as exc:
         return _section(request, app, change_set, review_error=exc.message, posted=request.POST)
     words = VERDICT_WORDS.get(verdict, verdict)
-    return _section(request, app, change_set, review_status=SUBMITTED.format(verdict=words))
+    return _section(
+        request, app, change_set, review_status=SUBMITTED.format(verdict=words), badge=True
+    )
 
 
 @require_POST
