@@ -194,6 +194,38 @@ def test_home_says_when_a_workspace_folder_is_missing(viewer: Client, settings, 
     assert "does not exist" in page
 
 
+def test_how_to_register_a_workspace_is_shown_only_to_who_runs_the_server(
+    viewer: Client, admin_client: Client, settings
+) -> None:
+    """With no workspace registered, a superuser's home page shows how to register one (an
+    environment variable of the server); anyone else's has no Workspaces section, and the
+    workspaces page tells them there are none, not how to configure the server."""
+    settings.VERSIONS_WORKSPACES = {}
+    home = viewer.get("/").content.decode()
+    assert 'id="workspaces"' not in home and "VERSIONS_WORKSPACES" not in home
+    page = viewer.get(reverse("versions:workspaces")).content.decode()
+    assert "No workspaces are registered on this server." in page
+    assert "VERSIONS_WORKSPACES" not in page
+    home = admin_client.get("/").content.decode()
+    assert 'id="workspaces"' in home and "Set <code>VERSIONS_WORKSPACES</code>" in home
+    page = admin_client.get(reverse("versions:workspaces")).content.decode()
+    assert "Set <code>VERSIONS_WORKSPACES</code>" in page
+
+
+def test_a_person_without_apps_is_told_to_ask_an_owner_not_to_run_commands(
+    admin_client: Client,
+) -> None:
+    """The empty apps list tells a superuser how to load the demo or connect an agent (server
+    commands); anyone else is told how an app reaches their list."""
+    nobody = Client()
+    nobody.force_login(_user("newcomer", "view_changeset"))
+    html = nobody.get("/").content.decode()
+    assert "No apps yet" in html and "Ask an owner of an app to add you" in html
+    assert "manage.py" not in html
+    html = admin_client.get("/").content.decode()
+    assert "python manage.py load_demo" in html and "Ask an owner" not in html
+
+
 def test_workspace_lists_each_changes_log_as_a_change_set_row(viewer: Client, phase, repo) -> None:
     write(repo, ".refactor-changes.json", "{not json")
     write(repo, "notes.json", "{}")  # not a changes log: not listed
