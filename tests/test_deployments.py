@@ -541,11 +541,15 @@ def test_a_change_that_was_not_among_what_was_reviewed_is_not_promoted(site):
 
 
 def test_a_restore_of_an_app_with_production_says_it_changed_the_draft_only(site):
-    assert selectors.production_notice(site) == ""
+    assert not selectors.production_notice(site)
     first = promote(site, by="rvaid").deployment_id
-    assert selectors.production_notice(site) == (
-        f"Production still serves {first}; promote to ship this."
+    held = selectors.production_notice(site)
+    assert not held.ships and str(held) == (
+        f"Now the draft holds just what production serves ({first}): there is nothing to promote."
     )
+    write(site, PAGE, "index", "<h1>v2</h1>\n")
+    ahead = selectors.production_notice(site)
+    assert ahead.ships and str(ahead) == f"Production still serves {first}; promote to ship this."
 
 
 def _history(app):

@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from versions import messages, services
-from versions.models import App, Deployment
+from versions.models import App, Deployment, RestorePoint
 
 
 def _write(app: App, source: str, run: str) -> None:
@@ -148,7 +148,44 @@ def test_once_promoted_restores_say_they_change_the_draft_only(app, boss):
     notice = messages.PRODUCTION_STILL_SERVES.format(deployment=dp)
     assert notice in boss.get(url, HTTP_HX_REQUEST="true").content.decode()
     done = boss.post(url, {"ret": f"set:{set_id}"}, HTTP_HX_REQUEST="true").content.decode()
-    assert notice in done and "Promote to production" in done
+    assert notice in _notice(done) and "Promote to production" in _notice(done)
+
+
+def _notice(html: str) -> str:
+    """The production notice of a restore's dialog or receipt in ``html`` ("" if none)."""
+    start = html.find('<p class="note production-notice">')
+    return "" if start < 0 else html[start : html.index("</p>", start)]
+
+
+def test_a_restore_that_brings_the_draft_back_to_production_says_so_not_promote(app, boss):
+    """Restore all of the only set written since the promotion leaves the draft holding what
+    production serves: the dialog and the receipt say so, and offer no promotion."""
+    _write(app, "<p>v1</p>\n", "a")
+    services.promote(app, by="boss")
+    dp = Deployment.objects.get().id
+    set_id = services.write_artifact(
+        app, "pltf_page", "index", "<p>v2</p>\n", requested_by="agent", tool="t", run_id="b"
+    ).change_set_id
+    url = reverse("versions:restore_change_set", args=["quotes", set_id])
+    dialog = _notice(boss.get(url, HTTP_HX_REQUEST="true").content.decode())
+    assert dialog == (
+        '<p class="note production-notice">This changes the draft only. Afterwards the draft '
+        f"holds just what production serves ({dp}): there is nothing to promote."
+    )
+    done = _notice(
+        boss.post(url, {"ret": f"set:{set_id}"}, HTTP_HX_REQUEST="true").content.decode()
+    )
+    assert done == (
+        '<p class="note production-notice">Now the draft holds just what production serves '
+        f"({dp}): there is nothing to promote."
+    )
+    # Undoing that restore takes the draft away from production again: promote to ship it.
+    undo_set = RestorePoint.objects.filter(change_set__kind="restore").get().change_set_id
+    undo = reverse("versions:restore_change_set", args=["quotes", undo_set])
+    notice = messages.PRODUCTION_STILL_SERVES.format(deployment=dp)
+    assert notice in _notice(boss.get(undo, HTTP_HX_REQUEST="true").content.decode())
+    again = boss.post(undo, {"ret": f"set:{undo_set}"}, HTTP_HX_REQUEST="true").content.decode()
+    assert notice in _notice(again) and "Promote to production" in _notice(again)
 
 
 def test_the_panel_may_frame_a_preview_and_no_other_site_may(app, boss, client):

@@ -211,7 +211,7 @@ def test_restore_to_release_says_it_changes_the_draft_only_when_the_app_has_prod
     Production still serves dp_…" in their dialogs and receipts; Restore to release, the one
     a person reaches for when production looks wrong, said neither."""
     app = reviewed["app"]
-    deployment = services.promote(app, by="rvaid", ref=reviewed["release"]).deployment_id
+    deployment = services.promote(app, by="rvaid", ref=reviewed["turns"][0]).deployment_id
     notice = f"Production still serves {deployment}; promote to ship this."
     client = _client(_user("restorer", "view_changeset", "restore_changeset"))
     dialog = client.get(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
@@ -220,3 +220,18 @@ def test_restore_to_release_says_it_changes_the_draft_only_when_the_app_has_prod
     assert "Restored." in done and notice in done
     again = client.post(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
     assert NOOP_MESSAGE in again and notice not in again  # nothing written: nothing to ship
+
+
+def test_restore_to_release_when_production_serves_the_release_offers_no_promotion(reviewed):
+    """With production serving the release, Restore to release brings the draft back to just
+    what production serves: the dialog and the receipt say there is nothing to promote."""
+    app = reviewed["app"]
+    deployment = services.promote(app, by="rvaid", ref=reviewed["release"]).deployment_id
+    held = f"the draft holds just what production serves ({deployment}): there is nothing to"
+    client = _client(_user("restorer", "view_changeset", "restore_changeset"))
+    dialog = client.get(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
+    assert f"This changes the draft only. Afterwards {held}" in dialog
+    assert "Production still serves" not in dialog
+    done = client.post(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
+    assert "Restored." in done and f"Now {held}" in done
+    assert "Production still serves" not in done

@@ -60,6 +60,10 @@ ARTIFACT_NOT_FOUND = "There is no {collection} “{name}” in app “{app}”."
 # What a restore, revert or write of an app with production says
 # (docs/architecture.md#environments): it changed the draft only.
 PRODUCTION_STILL_SERVES = "Production still serves {deployment}; promote to ship this."
+DRAFT_HOLDS_PRODUCTION = (
+    "{when} the draft holds just what production serves ({deployment}): there is nothing to "
+    "promote."
+)
 
 # members
 UNKNOWN_ROLE = "There is no role “{role}”: the roles are {roles}."

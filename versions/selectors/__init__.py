@@ -131,6 +131,7 @@ from versions.selectors.panel import (
     with_totals,
 )
 from versions.selectors.production import (
+    ProductionNotice,
     deployment_out,
     event_out,
     production_history,
@@ -204,6 +205,7 @@ __all__ = [
     "review_page",
     "split_compare",
     "whoami",
+    "ProductionNotice",
     "production_notice",
     "attach_review_states",
     "APPROVED",

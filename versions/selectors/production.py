@@ -3,12 +3,14 @@ its production, as the panel, the API and MCP show them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
 from versions.diffing import count_line_changes
-from versions.messages import PRODUCTION_STILL_SERVES
+from versions.messages import DRAFT_HOLDS_PRODUCTION, PRODUCTION_STILL_SERVES
 from versions.models import (
     App,
     AppCheck,
@@ -22,6 +24,7 @@ from versions.models import (
 from versions.selectors.agent import iso_utc
 from versions.selectors.paging import newest_first_page
 from versions.selectors.panel import blob_sources
+from versions.selectors.reviews import draft_changes
 
 # The deployments' overview shows the newest events of production's history; a page of the
 # history without ``limit`` has this many.
@@ -186,8 +189,31 @@ def promotion_line_counts(app: App, changed: list[dict[str, Any]]) -> list[dict[
     return out
 
 
-def production_notice(app: App) -> str:
-    """The words a restore, revert or write of the app shows beside its receipt: that it
-    changed the draft and production still serves its deployment ("" without production)."""
+@dataclass(frozen=True)
+class ProductionNotice:
+    """What a restore, revert or write says of production beside its dialog or receipt: that
+    production still serves its deployment (promoting would ship the draft: ``ships``), or that
+    the draft holds just what production serves. Empty (false) without production."""
+
+    text: str = ""
+    ships: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+
+def production_notice(
+    app: App, planned: Mapping[tuple[str, str], str | None] | None = None
+) -> ProductionNotice:
+    """The production notice of ``app``'s draft as it is (a receipt), or as a plan would leave
+    it (``planned``, as :func:`draft_changes` takes it: a dialog)."""
     current = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
-    return PRODUCTION_STILL_SERVES.format(deployment=current) if current else ""
+    if not current:
+        return ProductionNotice()
+    if draft_changes(app, current, planned):
+        return ProductionNotice(PRODUCTION_STILL_SERVES.format(deployment=current), ships=True)
+    when = "Now" if planned is None else "Afterwards"
+    return ProductionNotice(DRAFT_HOLDS_PRODUCTION.format(when=when, deployment=current))

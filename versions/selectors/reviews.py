@@ -11,7 +11,7 @@ write joined the set since; a change request stays open until its author approve
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -494,6 +494,28 @@ def awaiting_review(name: str, apps: Iterable[App]) -> dict[int, list[ChangeSet]
     return out
 
 
+def draft_changes(
+    app: App, production: str, planned: Mapping[tuple[str, str], str | None] | None = None
+) -> list[int]:
+    """The artifacts (primary keys) whose draft state deployment ``production`` does not hold:
+    the draft as it is, or with ``planned`` written over it ((collection, name) → its sha256
+    afterwards; "" or None: absent). Two queries."""
+    held = dict(
+        DeploymentEntry.objects.filter(deployment_id=production).values_list(
+            "artifact_id", "blob_id"
+        )
+    )
+    draft: dict[int, str | None] = {}
+    rows = Artifact.objects.filter(app_id=app.pk).values_list(
+        "pk", "collection", "name", "blob_id", "deleted"
+    )
+    for pk, collection, name, blob, deleted in rows:
+        draft[pk] = None if deleted else blob
+        if planned is not None and (collection, name) in planned:
+            draft[pk] = planned[(collection, name)] or None
+    return [pk for pk in set(held) | set(draft) if held.get(pk) != draft.get(pk)]
+
+
 def draft_ahead(app: App) -> list[ChangeSet] | None:
     """The agents' change sets the draft is ahead of production by, newest first, each with
     its review state (``review``): sets with a write after production's deployment was made
@@ -504,18 +526,7 @@ def draft_ahead(app: App) -> list[ChangeSet] | None:
     if production is None:
         return None
     made = (Deployment.objects.filter(pk=production).values_list("created_on", flat=True)).first()
-    held = dict(
-        DeploymentEntry.objects.filter(deployment_id=production).values_list(
-            "artifact_id", "blob_id"
-        )
-    )
-    draft = {
-        pk: (None if deleted else blob)
-        for pk, blob, deleted in Artifact.objects.filter(app_id=app.pk).values_list(
-            "pk", "blob_id", "deleted"
-        )
-    }
-    changed = [pk for pk in set(held) | set(draft) if held.get(pk) != draft.get(pk)]
+    changed = draft_changes(app, production)
     if not changed:
         return []
     points = RestorePoint.objects.filter(

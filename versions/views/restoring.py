@@ -126,7 +126,7 @@ def restore_flow(request: HttpRequest, flow: Flow) -> HttpResponse:
         "target": flow.target,
         "action": flow.action,
         "cancel_url": flow.cancel_url,
-        "production_notice": selectors.production_notice(flow.app),
+        "production_notice": notice_before(flow.app, data),
         **perms(request, flow.app),
         **flow.extra,
     }
@@ -210,9 +210,24 @@ def restore_point(request: HttpRequest, slug: str, point_id: str) -> HttpRespons
 # --------------------------------------------------------------------------------------------
 
 
-def notice_after(app: App, receipt: services.RestoreReceipt) -> str:
-    """ "Production still serves dp_…; promote to ship this" after a restore that wrote."""
-    return selectors.production_notice(app) if receipt.outcome in WROTE else ""
+def notice_before(app: App, plan: services.RestoreReceipt) -> selectors.ProductionNotice:
+    """A dialog's word on production, of the draft as the plan would leave it: "Production
+    still serves dp_…; promote to ship this", or that the draft then holds what it serves."""
+    if not plan.items:
+        return selectors.ProductionNotice()
+    deleted = {(i.collection, i.name) for i in plan.items if getattr(i, "action", "") == "delete"}
+    planned = {
+        (i.collection, i.name): None if (i.collection, i.name) in deleted else i.sha256
+        for i in plan.items
+    }
+    return selectors.production_notice(app, planned)
+
+
+def notice_after(app: App, receipt: services.RestoreReceipt) -> selectors.ProductionNotice:
+    """A receipt's word on production after a restore that wrote (of the draft as it is)."""
+    if receipt.outcome not in WROTE:
+        return selectors.ProductionNotice()
+    return selectors.production_notice(app)
 
 
 def _after_restore(request: HttpRequest, flow: Flow, data: services.RestoreReceipt) -> HttpResponse:
