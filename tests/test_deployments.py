@@ -545,7 +545,8 @@ def test_a_restore_of_an_app_with_production_says_it_changed_the_draft_only(site
     first = promote(site, by="rvaid").deployment_id
     held = selectors.production_notice(site)
     assert not held.ships and str(held) == (
-        f"Now the draft holds just what production serves ({first}): there is nothing to promote."
+        f"Production still serves {first}, just what the draft holds now: there is nothing to "
+        "promote."
     )
     write(site, PAGE, "index", "<h1>v2</h1>\n")
     ahead = selectors.production_notice(site)

@@ -169,15 +169,15 @@ def test_a_restore_that_brings_the_draft_back_to_production_says_so_not_promote(
     url = reverse("versions:restore_change_set", args=["quotes", set_id])
     dialog = _notice(boss.get(url, HTTP_HX_REQUEST="true").content.decode())
     assert dialog == (
-        '<p class="note production-notice">This changes the draft only. Afterwards the draft '
-        f"holds just what production serves ({dp}): there is nothing to promote."
+        '<p class="note production-notice">This changes the draft only. Production still serves '
+        f"{dp}, just what the draft holds afterwards: there is nothing to promote."
     )
     done = _notice(
         boss.post(url, {"ret": f"set:{set_id}"}, HTTP_HX_REQUEST="true").content.decode()
     )
     assert done == (
-        '<p class="note production-notice">Now the draft holds just what production serves '
-        f"({dp}): there is nothing to promote."
+        f'<p class="note production-notice">Production still serves {dp}, just what the draft '
+        "holds now: there is nothing to promote."
     )
     # Undoing that restore takes the draft away from production again: promote to ship it.
     undo_set = RestorePoint.objects.filter(change_set__kind="restore").get().change_set_id

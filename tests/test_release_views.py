@@ -227,11 +227,11 @@ def test_restore_to_release_when_production_serves_the_release_offers_no_promoti
     what production serves: the dialog and the receipt say there is nothing to promote."""
     app = reviewed["app"]
     deployment = services.promote(app, by="rvaid", ref=reviewed["release"]).deployment_id
-    held = f"the draft holds just what production serves ({deployment}): there is nothing to"
+    held = f"Production still serves {deployment}, just what the draft holds"
     client = _client(_user("restorer", "view_changeset", "restore_changeset"))
     dialog = client.get(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
-    assert f"This changes the draft only. Afterwards {held}" in dialog
-    assert "Production still serves" not in dialog
+    assert f"This changes the draft only. {held} afterwards: there is nothing to promote." in dialog
+    assert "promote to ship this" not in dialog
     done = client.post(_url(app, "restore_to_release"), HTTP_HX_REQUEST="true").content.decode()
-    assert "Restored." in done and f"Now {held}" in done
-    assert "Production still serves" not in done
+    assert "Restored." in done and f"{held} now: there is nothing to promote." in done
+    assert "promote to ship this" not in done

@@ -61,8 +61,8 @@ ARTIFACT_NOT_FOUND = "There is no {collection} “{name}” in app “{app}”."
 # (docs/architecture.md#environments): it changed the draft only.
 PRODUCTION_STILL_SERVES = "Production still serves {deployment}; promote to ship this."
 DRAFT_HOLDS_PRODUCTION = (
-    "{when} the draft holds just what production serves ({deployment}): there is nothing to "
-    "promote."
+    "Production still serves {deployment}, just what the draft holds {when}: there is nothing "
+    "to promote."
 )
 
 # members

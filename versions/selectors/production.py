@@ -215,5 +215,5 @@ def production_notice(
         return ProductionNotice()
     if draft_changes(app, current, planned):
         return ProductionNotice(PRODUCTION_STILL_SERVES.format(deployment=current), ships=True)
-    when = "Now" if planned is None else "Afterwards"
+    when = "now" if planned is None else "afterwards"
     return ProductionNotice(DRAFT_HOLDS_PRODUCTION.format(when=when, deployment=current))
