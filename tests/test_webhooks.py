@@ -708,3 +708,20 @@ def test_an_event_whose_enqueue_was_lost_is_sent_with_the_next_one(app, settings
     run_worker()
     got = receiver.wait_for(2)
     assert sorted(json.loads(r.body)["data"]["changeSet"] for r in got) == sorted([lost, later])
+
+
+def test_a_person_without_an_email_address_is_told_how_to_get_one(client, app, admin_user):
+    """No address, no email: a member is told to ask an admin; a superuser (who is the admin)
+    is shown where to add it, their own account in the admin."""
+    person(app, "vic", "viewer")
+    client.force_login(User.objects.get(username="vic"))
+    page = client.get(f"/apps/{app.slug}/versions/notifications/").content.decode()
+    assert "Your account has no email address yet: ask an admin to add one" in page
+    admin_user.email = ""
+    admin_user.save()
+    client.force_login(admin_user)
+    page = client.get(f"/apps/{app.slug}/versions/notifications/").content.decode()
+    assert "ask an admin" not in page
+    link = f'<a href="/admin/auth/user/{admin_user.pk}/change/">your account in the admin</a>'
+    assert f"Your account has no email address yet: add one to {link}" in page
+    assert client.get(f"/admin/auth/user/{admin_user.pk}/change/").status_code == 200
