@@ -212,6 +212,24 @@ def test_a_line_in_a_compare_is_commented_on_the_set_that_wrote_that_state(clien
     assert "From the compare" in page
 
 
+def test_a_compare_line_a_restore_put_back_is_commented_on_the_agents_set_that_wrote_it(
+    client, app, turn
+):
+    """Found in use: after a Restore all put an agent's state back, a comment on a line of it
+    in a compare sat on the restore set — a person's action, with no review box, where the
+    agent never reads its reviews. It sits on the agent's set that wrote the state."""
+    undone = services.restore_change_set(turn["set"], by="ada")  # back to "one two three"
+    services.restore_change_set(undone.set_id, by="ada")  # the turn's "TWO" put back
+    client.force_login(User.objects.get(username="rita"))
+    oldest = list(selectors.change_set_page(app, None).object_list)[-1].id
+    page = client.get(f"/apps/{app.slug}/versions/compare/{oldest}...draft/").content.decode()
+    [right_2] = [u for u in _links(page) if "side=after&line=2" in u]
+    form = client.get(right_2, **HX).content.decode()
+    assert turn["set"] in form and undone.set_id not in form
+    assert f"/change-sets/{turn['set']}/comments/" in form
+    assert selectors.comment_target(app, PAGE, "index", turn["sha"]) == (turn["set"], "after")
+
+
 # --- addresses --------------------------------------------------------------------------
 
 

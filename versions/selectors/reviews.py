@@ -350,21 +350,23 @@ def line_of_state(app: App, collection: str, name: str, sha256: str, line: int) 
 
 def comment_target(app: App, collection: str, name: str, sha256: str) -> tuple[str, str] | None:
     """Which change set a line of the state ``sha256`` of an artifact is commented on, and on
-    which side: the newest set that wrote that state (its after side), else the oldest set
-    whose write started from it (its before side). ``None``: no set of the app did."""
+    which side: the newest agent's set that wrote that state (its after side: where the agent
+    reads its reviews), else the newest restore that put it back, else the oldest set whose
+    write started from it (its before side). ``None``: no set of the app did."""
     if not sha256:
         return None
     points = RestorePoint.objects.filter(
         app_id=app.pk, artifact__collection=collection, artifact__name=name
     )
-    wrote = (
-        points.filter(new_sha256=sha256)
-        .order_by("-created_on", "-id")
+    wrote = points.filter(new_sha256=sha256).order_by("-created_on", "-id")
+    by_agent = (
+        wrote.filter(change_set__kind=ChangeSet.CHANGE)
         .values_list("change_set_id", flat=True)
         .first()
     )
-    if wrote:
-        return wrote, Comment.AFTER
+    put_back = by_agent or wrote.values_list("change_set_id", flat=True).first()
+    if put_back:
+        return put_back, Comment.AFTER
     started = (
         points.filter(previous_sha256=sha256, previous_existed=True)
         .order_by("created_on", "id")
