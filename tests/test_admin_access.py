@@ -118,3 +118,10 @@ def test_a_viewer_cannot_revoke_the_apps_tokens_through_the_admin(app, viewer):
         page_text(response)
     )
     assert not AgentToken.objects.get(pk=row.pk).revoked
+
+
+def test_the_browsers_icon_request_finds_no_icon_not_a_404(client, db):
+    """The admin's pages name no icon, so browsers ask for /favicon.ico: an empty answer, not
+    a 404 in the console."""
+    answer = client.get("/favicon.ico")
+    assert answer.status_code == 204 and answer.content == b""

@@ -1,13 +1,22 @@
 """Root URLs: the panel, the live app, the agent API, sign-in and the admin."""
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
 
 from versions import mcp
 from versions.api import api, api_home, no_such_endpoint
 from versions.views.signin import SignInView
 
+
+def no_icon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages that name no icon (the admin's): no icon, and no
+    404 in their consoles. The panel's pages name an empty one."""
+    return HttpResponse(status=204)
+
+
 urlpatterns = [
+    path("favicon.ico", no_icon),
     path("admin/", admin.site.urls),
     # Django's sign-in, with ``next`` kept to the panel (never the agent-written live app).
     path("accounts/login/", SignInView.as_view(), name="login"),
