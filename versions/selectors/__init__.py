@@ -169,6 +169,7 @@ from versions.selectors.reviews import (
     review_states,
     reviews,
     reviews_payload,
+    sets_between,
     threads,
 )
 from versions.selectors.set_states import SetArtifactStates, SetStates, set_states
@@ -223,6 +224,7 @@ __all__ = [
     "awaiting_review",
     "comment_target",
     "draft_ahead",
+    "sets_between",
     "line_of_state",
     "line_threads",
     "threads",

@@ -518,6 +518,28 @@ def draft_changes(
     return [pk for pk in set(held) | set(draft) if held.get(pk) != draft.get(pk)]
 
 
+def sets_between(
+    app_id: int, artifacts: list[int], *, since: str | None, until: datetime | None = None
+) -> list[str]:
+    """The change sets between production and a state (docs/architecture.md#protection): the
+    agents' sets with a write to one of ``artifacts`` (those the state changes) after
+    deployment ``since`` was made (None: ever), up to ``until``; oldest first. What the
+    Production tab lists and what protection asks approvals of."""
+    if not artifacts:
+        return []
+    points = RestorePoint.objects.filter(
+        app_id=app_id, artifact_id__in=artifacts, change_set__kind=ChangeSet.CHANGE
+    )
+    if since is not None:
+        made = Deployment.objects.filter(pk=since).values_list("created_on", flat=True).first()
+        if made is not None:
+            points = points.filter(created_on__gt=made)
+    if until is not None:
+        points = points.filter(created_on__lte=until)
+    rows = points.order_by("created_on", "id").values_list("change_set_id", flat=True)
+    return list(dict.fromkeys(rows))
+
+
 def draft_ahead(app: App) -> list[ChangeSet] | None:
     """The agents' change sets the draft is ahead of production by, newest first, each with
     its review state (``review``): sets with a write after production's deployment was made
@@ -527,16 +549,10 @@ def draft_ahead(app: App) -> list[ChangeSet] | None:
     production = App.objects.filter(pk=app.pk).values_list("production_id", flat=True).first()
     if production is None:
         return None
-    made = (Deployment.objects.filter(pk=production).values_list("created_on", flat=True)).first()
     changed = draft_changes(app, production)
     if not changed:
         return []
-    points = RestorePoint.objects.filter(
-        app_id=app.pk, artifact_id__in=changed, change_set__kind=ChangeSet.CHANGE
-    )
-    if made is not None:
-        points = points.filter(created_on__gt=made)
-    ids = list(dict.fromkeys(points.values_list("change_set_id", flat=True)))
+    ids = sets_between(app.pk, changed, since=production)
     rows = list(ChangeSet.objects.filter(pk__in=ids).order_by("-created_on", "-id"))
     states = review_states([r.id for r in rows], protection_of(app))
     for r in rows:

@@ -38,12 +38,10 @@ from versions.models import (
     API_ROUTE,
     App,
     AppCheck,
-    ChangeSet,
     Deployment,
     DeploymentEntry,
     DeploymentEvent,
     DeploymentWatch,
-    RestorePoint,
     RolloutVisitor,
 )
 from versions.services import _sql, engine, gates, schedules, validation
@@ -211,9 +209,8 @@ def _moment_of(move: Move) -> tuple[Any, bool] | None:
 
 
 def sets_to_ship(move: Move) -> list[str]:
-    """The change sets between production and the promoted state: agents' sets with a write,
-    after production's deployment was made, to an artifact the promotion changes; oldest
-    first."""
+    """The change sets between production and the promoted state (``selectors.sets_between``):
+    of the artifacts the promotion changes, up to the state's moment; oldest first."""
     state = move.state
     by_key = {(e.collection, e.name): e.artifact_id for e in state.entries}
     changed = [
@@ -221,19 +218,10 @@ def sets_to_ship(move: Move) -> list[str]:
         for c in move.changes or []
         if (c.collection, c.name) in by_key
     ]
-    if not changed:
-        return []
-    points = RestorePoint.objects.filter(
-        app_id=state.app.pk, artifact_id__in=changed, change_set__kind=ChangeSet.CHANGE
-    )
-    if move.previous is not None:
-        since = Deployment.objects.filter(pk=move.previous).values_list("created_on").get()[0]
-        points = points.filter(created_on__gt=since)
     until = _moment_of(move)
-    if until is not None:
-        points = points.filter(created_on__lte=until[0])
-    rows = points.order_by("created_on", "id").values_list("change_set_id", flat=True)
-    return list(dict.fromkeys(rows))
+    return selectors.sets_between(
+        state.app.pk, changed, since=move.previous, until=until[0] if until else None
+    )
 
 
 def _held(deployment_id: str | None) -> dict[int, str]:
