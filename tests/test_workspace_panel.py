@@ -427,6 +427,10 @@ def test_unknown_names_and_traversal_attempts_answer_404(
 def test_without_restore_permission_no_button_and_403(viewer: Client, phase, repo) -> None:
     html = viewer.get(_log_url()).content.decode()
     assert "Restore all" not in html
+    # Where the button would be, the person is told why it is not there.
+    assert (
+        "Rolling a workspace back needs the restore permission on every app: ask an admin."
+    ) in html
     after_phase = snapshot(repo)
     assert viewer.get(_restore_url()).status_code == 403
     response = viewer.post(_restore_url(), {"log_sha": "0" * 64})
