@@ -230,6 +230,54 @@ def test_a_compare_line_a_restore_put_back_is_commented_on_the_agents_set_that_w
     assert selectors.comment_target(app, PAGE, "index", turn["sha"]) == (turn["set"], "after")
 
 
+def _hidden(html: str, form_class: str) -> dict[str, str]:
+    """The hidden fields of the first ``<form class="<form_class>" …>`` in ``html``."""
+    start = html.index(f'<form class="{form_class}"')
+    form = html[start : html.index("</form>", start)]
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+
+
+def _names_its_set(html: str, app: App, set_id: str) -> bool:
+    """Whether an inline thread in ``html`` says which set it sits on ("· on cs_…")."""
+    return f' · on <a href="/apps/{app.slug}/versions/change-sets/{set_id}/#thread-' in html
+
+
+def test_a_thread_says_which_set_it_sits_on_where_the_diff_is_of_no_set_or_another(
+    client, app, turn
+):
+    """Found in use: a thread added, answered or resolved in place in a compare drew itself as
+    if on its own set's page — without "on cs_…", which the page drew on a reload. Each form
+    carries where it is shown, so the thread draws the same in place as on the page."""
+    client.force_login(User.objects.get(username="rita"))
+    oldest = list(selectors.change_set_page(app, None).object_list)[-1].id
+    compare = f"/apps/{app.slug}/versions/compare/{oldest}...draft/"
+    [right_2] = [
+        u for u in _links(client.get(compare).content.decode()) if "side=after&line=2" in u
+    ]
+    fields = _hidden(client.get(right_2, **HX).content.decode(), "line-comment")
+    assert fields["shown_in"] == ""
+    url = f"/apps/{app.slug}/versions/change-sets/{turn['set']}/comments/"
+    added = client.post(url, {**fields, "body": "In the compare"}, **HX).content.decode()
+    assert _names_its_set(added, app, turn["set"])
+    assert _names_its_set(client.get(compare).content.decode(), app, turn["set"])
+    root = Comment.objects.get()
+    replied = client.post(
+        f"{url}{root.id}/reply/", {**_hidden(added, "reply-form"), "body": "More"}, **HX
+    ).content.decode()
+    assert "More" in replied and _names_its_set(replied, app, turn["set"])
+    resolved = client.post(
+        f"{url}{root.id}/resolve/", _hidden(replied, "resolve-form"), **HX
+    ).content.decode()
+    assert "Reopen" in resolved and _names_its_set(resolved, app, turn["set"])
+    # On the set's own page the thread needs no such words, in place or on a reload.
+    page = f"/apps/{app.slug}/versions/change-sets/{turn['set']}/"
+    [after_2] = [u for u in _links(client.get(page).content.decode()) if "side=after&line=2" in u]
+    fields = _hidden(client.get(after_2, **HX).content.decode(), "line-comment")
+    assert fields["shown_in"] == turn["set"]
+    own = client.post(url, {**fields, "body": "On the set"}, **HX).content.decode()
+    assert "On the set" in own and not _names_its_set(own, app, turn["set"])
+
+
 # --- addresses --------------------------------------------------------------------------
 
 

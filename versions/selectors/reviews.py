@@ -271,6 +271,8 @@ class LineNotes:
 
     form_url: str  # the comment form's address with the artifact and both sides' blobs
     threads: dict[tuple[str, int], list[Thread]] = field(default_factory=dict)
+    # The set the diff is of ("" for a compare's): a thread of another set names its set.
+    shown_in: str = ""
 
     def link(self, side: str, line: int) -> str:
         return f"{self.form_url}&side={side}&line={line}"

@@ -196,6 +196,7 @@ def _notes(context: template.Context, notes: Any, cols: int) -> Notes:
         "app": context.get("app"),
         "can_review": context.get("can_review"),
         "cs": context.get("cs"),
+        "shown_in": getattr(notes, "shown_in", ""),
     }
 
     def render(threads: list[Any], span: int) -> str:

@@ -80,7 +80,7 @@ def line_notes(
         if layout == "split":
             query["layout"] = layout
         url = f"{base}?{urlencode(query)}" if can else ""
-        d.notes = selectors.LineNotes(url, found.get(art.pk, {}))
+        d.notes = selectors.LineNotes(url, found.get(art.pk, {}), shown_in=set_id(d) or "")
 
 
 def _target(request: HttpRequest, app: App) -> dict[str, Any]:
@@ -130,10 +130,23 @@ def line_comment(request: HttpRequest, slug: str) -> HttpResponse:
                 status=422,
             )
         raise
-    ctx = {"app": app, **target, "colspan": _cols(request), **perms(request, app)}
+    ctx = {
+        "app": app,
+        **target,
+        "colspan": _cols(request),
+        "shown_in": _shown_in(request),
+        **perms(request, app),
+    }
     if is_fragment(request):
         return render(request, "versions/partials/_line_comment_form.html", ctx)
     return render(request, "versions/line_comment_page.html", {**ctx, "tab": "sets"})
+
+
+def _shown_in(request: HttpRequest) -> str:
+    """The set whose diff a clicked line or a thread is shown in ("" in a compare's): the
+    line's link names it (``set``), the forms carry it on (``shown_in``)."""
+    query = request.GET if request.method == "GET" else request.POST
+    return str(query.get("shown_in", query.get("set", "")))[:40]
 
 
 def _cols(request: HttpRequest) -> int:
@@ -213,6 +226,7 @@ def add_comment(request: HttpRequest, slug: str, set_id: str) -> HttpResponse:
                 "body": request.POST.get("body", ""),
                 "form_error": exc.message,
                 "colspan": _cols(request),
+                "shown_in": _shown_in(request),
                 **perms(request, app),
             }
             if is_fragment(request):
@@ -239,6 +253,7 @@ def _thread_rows(
         "cs": change_set,
         "threads": [_thread(app, change_set, root_id)],
         "colspan": _cols(request),
+        "shown_in": _shown_in(request),
         **perms(request, app),
     }
     return render(request, "versions/partials/_line_threads.html", ctx)
@@ -253,6 +268,7 @@ def _inline_thread(
         "cs": change_set,
         "thread": _thread(app, change_set, root_id),
         "inline": True,
+        "shown_in": _shown_in(request),
         **perms(request, app),
         **extra,
     }
