@@ -119,6 +119,25 @@ def test_the_settings_section_and_a_freeze(sized_page, make_user, sign_in, axe, 
     axe(page, f"the Settings page's safe promotion section ({size})")
     page.screenshot(path=str(SHOTS / f"settings-{size}.png"), full_page=True)
 
+    # Locking, at the foot of a long page: what happened (or why not) is drawn under the form
+    # the person just used, where they are looking, not at the top of the section.
+    lock_name = page.locator("#lock-name")
+    lock_name.fill("nope")
+    page.get_by_role("button", name="Lock artifact").click()
+    refused = page.get_by_text("App “shop” has no pltf_page “nope” to lock.")
+    expect(refused).to_be_in_viewport()
+    expect(lock_name).to_have_value("nope")  # nothing typed is lost
+    lock_name.fill("index")
+    page.locator("#lock-reason").fill("copy signed off")
+    page.get_by_role("button", name="Lock artifact").click()
+    expect(page.get_by_text("index is locked: agents may not write it.")).to_be_in_viewport()
+    expect(page.locator("ul.locks")).to_contain_text("copy signed off")
+    page.get_by_role("button", name="Unlock index").click()
+    expect(page.get_by_text("index is unlocked.")).to_be_in_viewport()
+    page.get_by_label("Error-rate bound (%)").fill("7")
+    page.get_by_role("button", name="Save watch").click()
+    expect(page.get_by_text("Watch saved.")).to_be_in_viewport()
+
     page.goto(f"{live_server.url}/apps/shop/versions/production/")
     page.get_by_text("Freeze production").first.click()
     page.get_by_label("Reason").fill("Launch week")

@@ -109,11 +109,25 @@ def settings_context(request: HttpRequest, app: Any, **extra: Any) -> dict[str, 
     }
 
 
-def _section(request: HttpRequest, app: Any, **extra: Any) -> HttpResponse:
+# Which part of the section an action belongs to: its outcome is drawn under that part's form.
+_PARTS = {
+    "add_check": "checks",
+    "remove_check": "checks",
+    "watch": "watch",
+    "lock": "locks",
+    "unlock": "locks",
+}
+
+
+def _section(request: HttpRequest, app: Any, what: str, **extra: Any) -> HttpResponse:
     status = 422 if extra.get("safe_error") else 200
+    extra["part"] = _PARTS.get(what, "")
     if not is_fragment(request):
         if status == 200:
-            return redirect(reverse("versions:app_settings", args=[app.slug]) + "#safe-promotion")
+            anchor = {"checks": "#checks-title", "locks": "#locks-title"}.get(
+                extra["part"], "#safe-promotion"
+            )
+            return redirect(reverse("versions:app_settings", args=[app.slug]) + anchor)
         ctx = settings_context(request, app, **extra)
         return render(request, "versions/safe_promotion_settings_page.html", ctx, status=status)
     ctx = settings_context(request, app, **extra)
@@ -169,5 +183,5 @@ def settings_action(request: HttpRequest, slug: str) -> HttpResponse:
             raise InvalidInput("Unknown settings action.")
     except VersionsError as exc:
         # Nothing typed is lost: the form comes back with what was sent, and why it was not.
-        return _section(request, app, safe_error=exc.message, sent=post, sent_what=what)
-    return _section(request, app, safe_status=done)
+        return _section(request, app, what, safe_error=exc.message, sent=post, sent_what=what)
+    return _section(request, app, what, safe_status=done)
