@@ -402,13 +402,30 @@ def test_healthy_traffic_never_rolls_back(two_versions, app):
 
 
 def test_a_failing_post_promotion_check_rolls_production_back(two_versions, app, owner):
+    second = promote(app, actor=owner).deployment_id  # no check yet: it passes its pre-flight
+    # A check added while production is watched, which production fails:
     promotion.add_check(app, actor=owner, name="Says v1", path="/", expect_text="v1")
-    second = promote(app, actor=owner, override_reason="hotfix, the text changes").deployment_id
     receipt = promotion.run_post_promotion_checks(second)
     assert receipt is not None and receipt.kind == "auto_rollback"
     assert receipt.cause.startswith("check “Says v1” failed after the promotion")
     assert App.objects.get(pk=app.pk).production_id == two_versions
     assert promotion.run_post_promotion_checks(second) is None  # not production any more
+
+
+def test_the_watch_keeps_a_promotion_an_owner_made_past_a_failing_check(two_versions, app, owner):
+    """Promote anyway is the owner's decision: the watch runs the other checks again, never
+    the one the promotion went past, so it does not undo the promotion seconds later."""
+    promotion.add_check(app, actor=owner, name="Says v1", path="/", expect_text="v1")
+    promotion.add_check(app, actor=owner, name="Answers", path="/")
+    second = promote(app, actor=owner, override_reason="hotfix, the text changes").deployment_id
+    assert promotion.run_post_promotion_checks(second) is None
+    assert App.objects.get(pk=app.pk).production_id == second
+    # A check that passed when it was promoted still rolls it back if it fails after.
+    promotion.remove_check(app, actor=owner, name="Answers")
+    promotion.add_check(app, actor=owner, name="Answers", path="/", expect_text="no such words")
+    receipt = promotion.run_post_promotion_checks(second)
+    assert receipt is not None and receipt.cause.startswith("check “Answers” failed after")
+    assert App.objects.get(pk=app.pk).production_id == two_versions
 
 
 # --------------------------------------------------------------------------------------------

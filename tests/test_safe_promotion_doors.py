@@ -102,6 +102,34 @@ def test_the_panel_freezes_and_unfreezes_production_for_owners_only(shipped):
 
 
 @pytest.mark.django_db
+def test_the_promote_dialog_says_a_check_fails_not_that_protection_needs_reviews(shipped):
+    """With no approvals required, a failing HTTP check is named once, as a check (not as a
+    change set lacking reviews, linked to a set page that does not exist), and an owner may
+    promote anyway, which the watch then leaves in place."""
+    from versions.services import promotion
+
+    olga = person(shipped, "olga", "owner")
+    pete = person(shipped, "pete", "promoter")
+    check = {"what": "add_check", "name": "Says v1", "path": "/", "expect_text": "v1"}
+    hx(olga, url("safe_promotion_settings"), check)  # the draft says v2
+    dialog = olga.get(url("promote"), {"ref": "draft"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "Protection still needs reviews" not in dialog
+    assert url("change_set", "Says v1") not in dialog
+    assert "1 check fails on what would ship:" in dialog
+    assert dialog.count("Check “Says v1” failed: Answered 200") == 1
+    assert "Pre-flight found" not in dialog  # nothing that Promote anyway cannot get past
+    assert "Promote anyway" in dialog and "the watch after the promotion then leaves" in dialog
+    as_promoter = pete.get(url("promote"), {"ref": "draft"}, HTTP_HX_REQUEST="true")
+    assert "Nothing is promoted unless an owner promotes anyway" in as_promoter.content.decode()
+    assert 'name="override_reason"' not in as_promoter.content.decode()
+    done = hx(olga, url("promote"), {"ref": "draft", "override_reason": "the copy is right"})
+    assert done.status_code == 200
+    production = App.objects.get(pk=shipped.pk).production_id
+    assert promotion.run_post_promotion_checks(production) is None  # the watch keeps it
+    assert App.objects.get(pk=shipped.pk).production_id == production
+
+
+@pytest.mark.django_db
 def test_the_panel_schedules_and_cancels_a_promotion(shipped):
     pete = person(shipped, "pete", "promoter")
     past = hx(pete, url("promote"), {"ref": "draft", "mode": "schedule", "at": "2001-01-01T10:00"})

@@ -13,7 +13,8 @@ deployment's :class:`~versions.models.DeploymentWatch` every few answers; when m
 app's ``rollback_error_rate`` of at least :data:`MIN_REQUESTS` answers were errors (5xx, or no
 page or route found), the deployment is rolled back by itself: ``kind: auto_rollback``. The
 HTTP checks run again after a promotion (:func:`run_post_promotion_checks`, a task of the
-worker) and a failure rolls back the same way.
+worker) and a failure rolls back the same way — except a check the promotion went past on
+purpose (Promote anyway).
 """
 
 from __future__ import annotations
@@ -264,15 +265,20 @@ def auto_rollback(app: App | str, *, deployment: str, cause: str) -> PromotionRe
 
 def run_post_promotion_checks(deployment: Deployment | str) -> PromotionReceipt | None:
     """The app's HTTP checks against a deployment that was just promoted (or is a rollout's
-    candidate); on the first failure, the automatic rollback's receipt (else None)."""
+    candidate); on the first failure, the automatic rollback's receipt (else None).
+
+    A check that already failed when the deployment was promoted is not run again: an owner
+    promoted past it on purpose (Promote anyway, with a reason), and the watch looks for what
+    breaks after the promotion, never undoing that decision."""
     found = (
         deployment if isinstance(deployment, Deployment) else Deployment.objects.get(pk=deployment)
     )
     app = App.objects.get(pk=found.app_id)
     if found.pk not in (app.production_id, app.candidate_id):
         return None
+    accepted = {c.get("name") for c in found.checks or [] if not c.get("ok")}
     for result in gates.run_http_checks(app, found.pk):
-        if not result.ok:
+        if not result.ok and result.name not in accepted:
             cause = words.CAUSE_CHECK_FAILED.format(name=result.name, detail=result.detail)
             return auto_rollback(app, deployment=found.pk, cause=cause)
     return None

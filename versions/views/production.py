@@ -138,16 +138,21 @@ def promote(request: HttpRequest, slug: str) -> HttpResponse:
         return _body(request, app, status=status, receipt=data)
     data = _data(lambda: run(True))
     findings = data.get("findings") or []
-    protection = [f for f in findings if f.get("collection") in (PROTECTION_FINDING, CHECK_FINDING)]
+    protection = [f for f in findings if f.get("collection") == PROTECTION_FINDING]
+    failed_checks = [f for f in findings if f.get("collection") == CHECK_FINDING]
+    overridable = len(protection) + len(failed_checks)
     ctx = {
         "app": app,
         "title": PROMOTE_TITLE,
         "ref": ref,
         "data": data,
         "protection_findings": protection,
-        "other_findings": [f for f in findings if f.get("collection") != PROTECTION_FINDING],
-        # Only protection stands in the way: an owner may Promote anyway, with a reason.
-        "may_override": bool(protection) and len(protection) == len(findings),
+        "check_findings": failed_checks,
+        "other_findings": [
+            f for f in findings if f.get("collection") not in (PROTECTION_FINDING, CHECK_FINDING)
+        ],
+        # Only protection or failing checks stand in the way: an owner may Promote anyway.
+        "may_override": bool(overridable) and overridable == len(findings),
         "diffs": selectors.promotion_line_counts(app, data.get("changed") or []),
         "carry": _carry(data),
         "action": reverse("versions:promote", args=[app.slug]),
