@@ -145,6 +145,31 @@ def test_the_panel_schedules_and_cancels_a_promotion(shipped):
 
 
 @pytest.mark.django_db
+def test_the_production_tab_says_why_a_scheduled_promotion_did_not_run(shipped):
+    """A schedule refused at its moment (here: production frozen since) does not just vanish
+    from the Production tab: the person who scheduled it reads there that, and why."""
+    from versions.services import promotion
+
+    olga = person(shipped, "olga", "owner")
+    production = App.objects.get(pk=shipped.pk).production_id
+    at = timezone.now() + timedelta(hours=3)
+    note = {"note": "ship tonight"}
+    hx(
+        olga,
+        url("promote"),
+        {"ref": "draft", "mode": "schedule", "at": f"{at:%Y-%m-%dT%H:%M}", **note},
+    )
+    hx(olga, url("production_freeze"), {"reason": "Launch week"})
+    (ran,) = promotion.run_due_schedules(now=at + timedelta(minutes=1))
+    assert ran[1]["kind"] == "preflight_failed"
+    page = olga.get(url("production")).content.decode()
+    assert "Scheduled promotions that did not run" in page
+    assert "“ship tonight”: <strong>refused at its moment</strong>" in page
+    assert "is frozen since" in page.split("Scheduled promotions that did not run")[1]
+    assert App.objects.get(pk=shipped.pk).production_id == production  # nothing was promoted
+
+
+@pytest.mark.django_db
 def test_the_settings_section_adds_checks_saves_the_watch_and_locks(app):
     write(app, "<p>v1</p>")
     olga = person(app, "olga", "owner")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -85,6 +86,7 @@ def production_overview(app: App, *, history_cursor: str | None = None) -> dict[
         "rollout": rollout_of(candidate, share),
         "freeze": freeze_state(app),
         "schedules": scheduled_promotions(app, pending_only=True),
+        "schedules_refused": refused_schedules(app),
     }
 
 
@@ -161,6 +163,33 @@ def scheduled_promotions(app: App, *, pending_only: bool = False) -> list[dict[s
             "result": row.result,
         }
         for row in rows[:100]
+    ]
+
+
+# How long the Production tab keeps saying that a scheduled promotion was refused at its moment.
+REFUSED_SHOWN_FOR = timedelta(days=7)
+
+
+def refused_schedules(app: App) -> list[dict[str, Any]]:
+    """The app's scheduled promotions refused at their moment in the last week (a freeze, a
+    failing check, missing approvals, a state that changed), newest first: nothing ran, and the
+    person who scheduled one learns why where they left it."""
+    rows = ScheduledPromotion.objects.filter(
+        app=app,
+        status=ScheduledPromotion.REFUSED,
+        ran_on__gte=timezone.now() - REFUSED_SHOWN_FOR,
+    ).order_by("-ran_on", "-id")[:5]
+    return [
+        {
+            "id": row.id,
+            "ref": row.ref,
+            "at": iso_utc(row.at),
+            "ran_on": iso_utc(row.ran_on) if row.ran_on else None,
+            "created_by": row.created_by,
+            "note": row.note,
+            "message": (row.result or {}).get("message", ""),
+        }
+        for row in rows
     ]
 
 
