@@ -26,17 +26,23 @@ from versions.audit_chain import GENESIS
 from versions.errors import Conflict, InvalidInput
 from versions.models import (
     App,
+    AppCheck,
     AppMembership,
+    AppProtection,
     Artifact,
+    ArtifactLock,
     AuditChainHead,
     AuditEvent,
     Blob,
     ChangeSet,
+    Comment,
     Deployment,
     DeploymentEntry,
     DeploymentEvent,
+    PromotionPolicy,
     ReleaseMark,
     RestorePoint,
+    Review,
     SweepDebt,
 )
 from versions.terms import APP_DUMPED, APP_LOADED
@@ -83,6 +89,8 @@ def fill():
     services.restore_change_set(receipt.change_set_id, by="rita")
     services.name_change_set(first.change_set_id, "Before the big sale", by="rita")
     services.promote("shop", by="rita", note="second")
+    rita = services.actor_for_user(get_user_model().objects.get(username="rita"))
+    services.submit_review(first.change_set_id, verdict="approve", body="Fine **by me**", actor=rita)
 
 fill()
 """
@@ -91,7 +99,7 @@ fill()
 # every audit event of the app as the chain hashes it.
 FACTS = """
 import hashlib, json
-from versions.models import App, Artifact, ChangeSet, DeploymentEvent
+from versions.models import App, Artifact, ChangeSet, DeploymentEvent, Review
 from versions import selectors
 
 app = App.objects.get(slug="shop")
@@ -103,6 +111,10 @@ facts = {
     "sha256": {f"{a.collection}/{a.name}": a.sha256 for a in Artifact.objects.filter(app=app)},
     "receipts": {cs.id: cs.receipt for cs in ChangeSet.objects.filter(app=app)},
     "promotions": {str(e.pk): e.receipt for e in DeploymentEvent.objects.filter(app=app)},
+    "reviews": [
+        [r.id, r.change_set_id, r.verdict, r.body, r.author_name, r.points]
+        for r in Review.objects.filter(app=app).order_by("id")
+    ],
     "events": [
         e for e in selectors.audit_export(app) if e["action"] not in ("app_dumped", "app_loaded")
     ],
@@ -174,6 +186,7 @@ def test_an_app_dumped_on_sqlite_loads_into_postgresql_with_every_byte_receipt_a
     assert any(r for r in after["receipts"].values()), "a restore set's receipt came along"
     assert after["promotions"] == before["promotions"] and len(after["promotions"]) == 2
     assert after["events"] == before["events"] and len(after["events"]) >= 6
+    assert after["reviews"] == before["reviews"] and len(after["reviews"]) == 1
     assert verified.returncode == 0, verified.stderr
     assert "events loaded with 1 app(s) from other Versions intact" in verified.stdout
     assert again.returncode == 1
@@ -202,6 +215,28 @@ def _history(app: App) -> None:
     services.promote(app, by="rita", note="go")
     services.restore_change_set(r.change_set_id, by="rita")
     services.write_artifact(app, STYLE, "site", big + "/* after */\n", tool="t", run_id="r9")
+    # What people said and set: a review, a resolved thread with a reply, the app's settings.
+    owner = get_user_model().objects.create_user("olga", password="x")
+    services.add_member(app, role="owner", username=owner.username)
+    olga = services.actor_for_user(owner)
+    services.submit_review(first.change_set_id, verdict="request_changes", body="*No.*", actor=olga)
+    thread = services.add_comment(
+        first.change_set_id,
+        collection=PAGE,
+        name="index",
+        side="after",
+        line=1,
+        body="Say **why**",
+        actor=olga,
+    )
+    services.reply(thread.id, body="Because.", actor=olga)
+    services.resolve_thread(thread.id, actor=olga)
+    protection = {"required_approvals": 2, "block_on_changes_requested": True}
+    services.change_app(app, actor=olga, protection={**protection, "dismiss_stale": False})
+    services.promotion.add_check(app, actor=olga, name="Home", path="/", expect_text="é")
+    services.promotion.set_watch(app, actor=olga, rollback_error_rate=7, watch_minutes=15)
+    services.promotion.lock_artifact(app, actor=olga, collection=PAGE, name="index", reason="ok")
+    services.promotion.freeze_production(app, actor=olga, reason="Sale week")
 
 
 MODELS = (
@@ -213,7 +248,15 @@ MODELS = (
     Deployment,
     DeploymentEntry,
     DeploymentEvent,
+    Review,
+    Comment,
+    AppProtection,
+    PromotionPolicy,
+    AppCheck,
+    ArtifactLock,
 )
+# Rows that get this database's ids when loaded: compared without them.
+NEW_IDS = (AppCheck, ArtifactLock)
 
 
 def _snapshot(app_id: int) -> dict[str, Any]:
@@ -221,7 +264,10 @@ def _snapshot(app_id: int) -> dict[str, Any]:
     for model in MODELS:
         key = {App: "pk", DeploymentEntry: "deployment__app_id"}.get(model, "app_id")
         query = model.objects.filter(**{key: app_id})
-        rows[model.__name__] = list(query.order_by("pk").values())
+        found = list(query.order_by("pk").values())
+        if model in NEW_IDS:
+            found = [{k: v for k, v in r.items() if k != "id"} for r in found]
+        rows[model.__name__] = found
     shas = {a["blob_id"] for a in rows["Artifact"] if a["blob_id"]}
     shas |= {p["previous_blob_id"] for p in rows["RestorePoint"] if p["previous_blob_id"]}
     rows["Blob"] = sorted((b.sha256, bytes(b.data), b.base_id, b.raw) for b in Blob.objects.all())
@@ -270,6 +316,7 @@ def dumped(db, tmp_path):
     _history(app)
     assert Blob.objects.filter(base__isnull=False).exists(), "the history holds deltas"
     before = _snapshot(app.pk)
+    assert all(before[model.__name__] for model in MODELS), "the history holds every kind"
     archive = tmp_path / "shop.vapp"
     report = services.dump_app("shop", archive)
     return app.pk, before, archive, report
@@ -297,6 +344,21 @@ def test_a_round_trip_on_one_database_gives_back_every_row_byte_and_event(dumped
     ]
     # New rows get ids after the loaded ones.
     assert services.add_app("next", "Next")[0].pk > app_id
+
+
+def test_reviews_and_threads_load_without_their_author_where_no_such_user_is(dumped):
+    """An author is found by username on the other side; where none is, the review and the
+    thread keep the name they were written under, and still read as before."""
+    app_id, before, archive, _ = dumped
+    _forget_everything(app_id)
+    get_user_model().objects.filter(username="olga").delete()
+    services.load_app(archive)
+    (review,) = Review.objects.filter(app_id=app_id)
+    assert review.author is None and review.author_name == "olga"
+    assert review.body == "*No.*" and review.verdict == "request_changes"
+    thread = Comment.objects.get(app_id=app_id, thread__isnull=True)
+    assert thread.author is None and thread.resolved and thread.replies.count() == 1
+    assert [c.body for c in Comment.objects.filter(app_id=app_id)] == ["Say **why**", "Because."]
 
 
 def test_restore_all_of_a_loaded_change_set_gives_back_its_bytes(dumped):

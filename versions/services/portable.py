@@ -5,8 +5,10 @@ transaction.
 The archive is a zstd frame (with its checksum) of JSON lines: a header (format, version, the
 app's slug, the source's chain head), then one line per row — blobs as stored (the bytes, the
 compression, the delta base, never re-encoded), the app, artifacts, change sets, restore
-points, release marks, deployments with their entries and events, memberships (by username or
-group name), retention's owed sweeps and the app's audit events — and an end line with the count
+points, release marks, deployments with their entries and events, retention's owed sweeps,
+reviews and line comments (their authors by username), the app's protection, HTTP checks,
+watch and freeze, and locked artifacts, memberships (by username or group name) and the app's
+audit events — and an end line with the count
 of rows and the sha256 of every line before it, so a damaged or truncated archive is refused.
 
 Audit events keep their ids and hashes: they belong to the source's chain, not this one. They
@@ -41,17 +43,23 @@ from versions.errors import Conflict, Forbidden, InvalidInput
 from versions.messages import LOAD_ID_TAKEN, LOAD_SLUG_EXISTS, LOAD_UNKNOWN_VERSION, NO_NEW_APPS
 from versions.models import (
     App,
+    AppCheck,
     AppMembership,
+    AppProtection,
     Artifact,
+    ArtifactLock,
     AuditChainHead,
     AuditEvent,
     Blob,
     ChangeSet,
+    Comment,
     Deployment,
     DeploymentEntry,
     DeploymentEvent,
+    PromotionPolicy,
     ReleaseMark,
     RestorePoint,
+    Review,
     SweepDebt,
 )
 from versions.services.access import ROLE_FOR, Actor, app_for
@@ -81,8 +89,15 @@ _TABLES: dict[str, type[models.Model]] = {
     "deployment_entry": DeploymentEntry,
     "deployment_event": DeploymentEvent,
     "sweep_debt": SweepDebt,
+    "review": Review,
+    "comment": Comment,
+    "protection": AppProtection,
+    "check": AppCheck,
+    "promotion_policy": PromotionPolicy,
+    "lock": ArtifactLock,
 }
-# Kept with their ids (a receipt or a target names them); the others get this database's.
+# Kept with their ids (a receipt, a target or a thread names them; the app's own settings rows
+# are keyed by the app); the others get this database's.
 _KEEP_IDS = (
     "app",
     "artifact",
@@ -92,7 +107,14 @@ _KEEP_IDS = (
     "deployment",
     "deployment_entry",
     "deployment_event",
+    "review",
+    "comment",
+    "protection",
+    "promotion_policy",
 )
+# Rows naming a person by this database's user id: the archive names them by username, and a
+# load finds that user there (or none; the author's name stays on the row as written).
+_BY_USER = ("review", "comment")
 _CHUNK = 500
 
 
@@ -215,11 +237,21 @@ def _archive_lines(app: App) -> Iterator[tuple[str, dict[str, Any]]]:
         "deployment_entry": DeploymentEntry.objects.filter(deployment__app=app),
         "deployment_event": DeploymentEvent.objects.filter(app=app),
         "sweep_debt": SweepDebt.objects.filter(app=app),
+        "review": Review.objects.filter(app=app),
+        "comment": Comment.objects.filter(app=app),
+        "protection": AppProtection.objects.filter(app=app),
+        "check": AppCheck.objects.filter(app=app),
+        "promotion_policy": PromotionPolicy.objects.filter(app=app),
+        "lock": ArtifactLock.objects.filter(app=app),
     }
+    user_model = get_user_model()
+    usernames = dict(user_model.objects.values_list("pk", user_model.USERNAME_FIELD))
     for row in _rows(App, App.objects.filter(pk=app.pk)):
         yield _APP, row
     for kind, query in by_app.items():
         for row in _rows(_TABLES[kind], query):
+            if kind in _BY_USER:
+                row["author"] = usernames.get(row.pop("author_id"))
             yield kind, row
     for row in _member_rows(app):
         yield _MEMBER, row
@@ -515,11 +547,18 @@ def load_app(path: str | os.PathLike[str], *, actor: Actor | None = None) -> Por
                 have |= set(Blob.objects.filter(sha256__in=chunk).values_list("sha256", flat=True))
             _insert(Blob, [b for b in blobs if b["sha256"] not in have])
             loaded: list[type[models.Model]] = []
+            user_model = get_user_model()
+            users = dict(user_model.objects.values_list(user_model.USERNAME_FIELD, "pk"))
             for kind, model in _TABLES.items():
                 if kind == _BLOB:
                     continue
                 keep = kind in _KEEP_IDS
-                _insert(model, [_decode(model, row, keep) for row in archive.rows.get(kind, [])])
+                found_rows = archive.rows.get(kind, [])
+                if kind in _BY_USER:
+                    found_rows = [
+                        {**r, "author_id": users.get(r.get("author"))} for r in found_rows
+                    ]
+                _insert(model, [_decode(model, row, keep) for row in found_rows])
                 loaded.append(model)
             members, skipped = _memberships(archive, app_row["id"])
             _insert(AppMembership, members)
