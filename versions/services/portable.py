@@ -160,6 +160,18 @@ def _chunks(items: list[Any]) -> Iterator[list[Any]]:
         yield items[start : start + _CHUNK]
 
 
+def _usernames() -> dict[Any, str]:
+    """Each user's username by id: an archive names people by username, never by this
+    database's ids."""
+    users = get_user_model()
+    return dict(users.objects.values_list("pk", users.USERNAME_FIELD))
+
+
+def _user_ids() -> dict[str, Any]:
+    """Each user's id by username: a load finds an archive's people here by name."""
+    return {name: pk for pk, name in _usernames().items()}
+
+
 def _blob_rows(app: App) -> Iterator[dict[str, Any]]:
     """The blobs the app references, with the full copies its deltas need (full copies first)."""
     wanted = set(
@@ -193,7 +205,7 @@ def _chain_id() -> str:
 
 
 def _audit_rows(app: App, chain: str) -> Iterator[dict[str, Any]]:
-    usernames = dict(get_user_model().objects.values_list("pk", get_user_model().USERNAME_FIELD))
+    usernames = _usernames()
     events = AuditEvent.objects.filter(app=app).order_by("seq")
     for event in events.iterator(chunk_size=_CHUNK):
         yield {
@@ -244,8 +256,7 @@ def _archive_lines(app: App) -> Iterator[tuple[str, dict[str, Any]]]:
         "promotion_policy": PromotionPolicy.objects.filter(app=app),
         "lock": ArtifactLock.objects.filter(app=app),
     }
-    user_model = get_user_model()
-    usernames = dict(user_model.objects.values_list("pk", user_model.USERNAME_FIELD))
+    usernames = _usernames()
     for row in _rows(App, App.objects.filter(pk=app.pk)):
         yield _APP, row
     for kind, query in by_app.items():
@@ -460,7 +471,7 @@ def _refuse_taken_ids(archive: _Archive) -> None:
 
 
 def _audit_events(archive: _Archive, app_id: int) -> list[AuditEvent]:
-    users = dict(get_user_model().objects.values_list(get_user_model().USERNAME_FIELD, "pk"))
+    users = _user_ids()
     rows = archive.rows.get(_AUDIT, [])
     lowest = AuditEvent.objects.aggregate(low=Min("seq"))["low"] or 0
     start = min(lowest, 0) - len(rows)
@@ -492,7 +503,7 @@ def _audit_events(archive: _Archive, app_id: int) -> list[AuditEvent]:
 
 
 def _memberships(archive: _Archive, app_id: int) -> tuple[list[dict[str, Any]], list[str]]:
-    users = dict(get_user_model().objects.values_list(get_user_model().USERNAME_FIELD, "pk"))
+    users = _user_ids()
     groups = dict(Group.objects.values_list("name", "pk"))
     made, skipped = [], []
     for row in archive.rows.get(_MEMBER, []):
@@ -547,8 +558,7 @@ def load_app(path: str | os.PathLike[str], *, actor: Actor | None = None) -> Por
                 have |= set(Blob.objects.filter(sha256__in=chunk).values_list("sha256", flat=True))
             _insert(Blob, [b for b in blobs if b["sha256"] not in have])
             loaded: list[type[models.Model]] = []
-            user_model = get_user_model()
-            users = dict(user_model.objects.values_list(user_model.USERNAME_FIELD, "pk"))
+            users = _user_ids()
             for kind, model in _TABLES.items():
                 if kind == _BLOB:
                     continue
@@ -556,7 +566,7 @@ def load_app(path: str | os.PathLike[str], *, actor: Actor | None = None) -> Por
                 found_rows = archive.rows.get(kind, [])
                 if kind in _BY_USER:
                     found_rows = [
-                        {**r, "author_id": users.get(r.get("author"))} for r in found_rows
+                        {**r, "author_id": users.get(r.get("author") or "")} for r in found_rows
                     ]
                 _insert(model, [_decode(model, row, keep) for row in found_rows])
                 loaded.append(model)
