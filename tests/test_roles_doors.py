@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from versions import messages, services
 from versions.errors import Forbidden
-from versions.models import App, ChangeSet, RestorePoint
+from versions.models import App, AppMembership, ChangeSet, RestorePoint
 
 
 @pytest.fixture
@@ -118,6 +118,14 @@ def test_the_members_tab_is_for_owners_only(app, apps):
     )
     assert added.status_code == 422  # rev is a member already: said in words
     assert "already a member" in added.content.decode()
+    # Each change is said as a sentence, the role with its article.
+    rev = AppMembership.objects.get(app=app, user__username="rev")
+    changed = owner.post(
+        reverse("versions:change_role", args=["quotes", rev.pk]),
+        {"role": "owner"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert "User “rev” is now an owner." in changed.content.decode()
 
 
 def test_a_token_never_acts_beyond_its_users_role_a_reviewer_writes_but_may_not_restore(app, apps):

@@ -43,7 +43,7 @@ def test_the_demo_owner_gives_the_reviewer_a_role_on_the_second_app(page, live_s
     page.get_by_label("Username or group name").fill("reviewer")
     page.get_by_label("Role", exact=True).select_option("viewer")
     page.get_by_role("button", name="Add member").click()
-    page.get_by_text("user “reviewer” is now viewer of this app.").wait_for()
+    page.get_by_text("User “reviewer” is now a viewer of this app.").wait_for()
     assert AppMembership.objects.filter(
         app__slug=demo.second, user__username="reviewer", role="viewer"
     ).exists()
@@ -51,7 +51,7 @@ def test_the_demo_owner_gives_the_reviewer_a_role_on_the_second_app(page, live_s
     page.get_by_role("button", name="Remove reviewer", exact=True).click()
     dialog = page.locator("dialog#member-dialog")
     dialog.get_by_role("button", name="Remove member").click()
-    page.get_by_text("user “reviewer” was removed from this app.").wait_for()
+    page.get_by_text("User “reviewer” was removed from this app.").wait_for()
     assert not AppMembership.objects.filter(
         app__slug=demo.second, user__username="reviewer"
     ).exists()

@@ -10,6 +10,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from versions import messages, selectors, services
@@ -23,6 +24,14 @@ from versions.views._common import actor_of, is_fragment, panel_view, perms, ren
 ADDED = "{whom} is now {role} of this app."
 CHANGED = "{whom} is now {role}."
 REMOVED = "{whom} was removed from this app."
+
+
+def _sentence(template: str, membership: AppMembership, **words: str) -> str:
+    """``template`` said of ``membership``: a sentence starts with a capital (“User “rita””),
+    and a role reads with its article (“an owner”, “a viewer”)."""
+    role = membership.role
+    article = "an" if role[:1] in "aeiou" else "a"
+    return capfirst(template.format(whom=membership.whom, role=f"{article} {role}", **words))
 
 
 def _manageable(request: HttpRequest, slug: str) -> App:
@@ -88,7 +97,7 @@ def add_member(request: HttpRequest, slug: str) -> HttpResponse:
         return _body(request, app, status=422, error=exc.message, form=request.POST)
     if not is_fragment(request):
         return redirect(reverse("versions:members", args=[app.slug]))
-    status = ADDED.format(whom=membership.whom, role=membership.role)
+    status = _sentence(ADDED, membership)
     return _body(request, app, status_message=status)
 
 
@@ -105,7 +114,7 @@ def change_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
         return _body(request, app, status=422, error=exc.message)
     if not is_fragment(request):
         return redirect(reverse("versions:members", args=[app.slug]))
-    status = CHANGED.format(whom=membership.whom, role=membership.role)
+    status = _sentence(CHANGED, membership)
     return _body(request, app, status_message=status)
 
 
@@ -128,4 +137,4 @@ def remove_member(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
         return _body(request, app, status=422, error=exc.message)
     if not is_fragment(request):
         return redirect(reverse("versions:members", args=[app.slug]))
-    return _body(request, app, status_message=REMOVED.format(whom=membership.whom))
+    return _body(request, app, status_message=_sentence(REMOVED, membership))
