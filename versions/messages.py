@@ -391,7 +391,9 @@ SCHEDULE_NOT_FOUND = "App “{slug}” has no scheduled promotion “{id}”."
 SCHEDULE_NOT_PENDING = (
     "Scheduled promotion {id} is {status}: only a scheduled one can be cancelled."
 )
-SCHEDULED_MESSAGE = "{ref} will be promoted at {at} as it is now ({count} artifact{s}), as {id}."
+SCHEDULED_MESSAGE = (
+    "Scheduled: {ref} will be promoted at {at} as it is now ({count} artifact{s}), as {id}."
+)
 SCHEDULE_CANCELLED_MESSAGE = "Scheduled promotion {id} was cancelled; nothing will be promoted."
 SCHEDULE_WITH_ROLLOUT = "A scheduled promotion promotes to everyone; a rollout cannot be scheduled."
 LOCKED_BY_OWNER = (
