@@ -151,19 +151,20 @@ def scheduled_promotions(app: App, *, pending_only: bool = False) -> list[dict[s
     rows = ScheduledPromotion.objects.filter(app=app).order_by("at", "id")
     if pending_only:
         rows = rows.filter(status=ScheduledPromotion.SCHEDULED)
-    return [
-        {
-            "id": row.id,
-            "ref": row.ref,
-            "at": iso_utc(row.at),
-            "status": row.status,
-            "artifacts": len(row.state or {}),
-            "note": row.note,
-            "created_by": row.created_by,
-            "result": row.result,
-        }
-        for row in rows[:100]
-    ]
+    return [_schedule_out(row) for row in rows[:100]]
+
+
+def _schedule_out(row: ScheduledPromotion) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "ref": row.ref,
+        "at": iso_utc(row.at),
+        "status": row.status,
+        "artifacts": len(row.state or {}),
+        "note": row.note,
+        "created_by": row.created_by,
+        "result": row.result,
+    }
 
 
 # How long the Production tab keeps saying that a scheduled promotion was refused at its moment.
@@ -179,18 +180,7 @@ def refused_schedules(app: App) -> list[dict[str, Any]]:
         status=ScheduledPromotion.REFUSED,
         ran_on__gte=timezone.now() - REFUSED_SHOWN_FOR,
     ).order_by("-ran_on", "-id")[:5]
-    return [
-        {
-            "id": row.id,
-            "ref": row.ref,
-            "at": iso_utc(row.at),
-            "ran_on": iso_utc(row.ran_on) if row.ran_on else None,
-            "created_by": row.created_by,
-            "note": row.note,
-            "message": (row.result or {}).get("message", ""),
-        }
-        for row in rows
-    ]
+    return [_schedule_out(row) for row in rows]
 
 
 def safe_promotion_settings(app: App) -> dict[str, Any]:

@@ -8,8 +8,8 @@ compression, the delta base, never re-encoded), the app, artifacts, change sets,
 points, release marks, deployments with their entries and events, retention's owed sweeps,
 reviews and line comments (their authors by username), the app's protection, HTTP checks,
 watch and freeze, and locked artifacts, memberships (by username or group name) and the app's
-audit events — and an end line with the count
-of rows and the sha256 of every line before it, so a damaged or truncated archive is refused.
+audit events — and an end line with the count of rows and the sha256 of every line before it,
+so a damaged or truncated archive is refused.
 
 Audit events keep their ids and hashes: they belong to the source's chain, not this one. They
 are stored with ``origin_seq`` (their number there) and a negative ``seq`` outside this chain,

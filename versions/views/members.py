@@ -26,12 +26,12 @@ CHANGED = "{whom} is now {role}."
 REMOVED = "{whom} was removed from this app."
 
 
-def _sentence(template: str, membership: AppMembership, **words: str) -> str:
+def _sentence(template: str, membership: AppMembership) -> str:
     """``template`` said of ``membership``: a sentence starts with a capital (“User “rita””),
     and a role reads with its article (“an owner”, “a viewer”)."""
     role = membership.role
     article = "an" if role[:1] in "aeiou" else "a"
-    return capfirst(template.format(whom=membership.whom, role=f"{article} {role}", **words))
+    return capfirst(template.format(whom=membership.whom, role=f"{article} {role}"))
 
 
 def _manageable(request: HttpRequest, slug: str) -> App:
