@@ -22,6 +22,7 @@ from versions.services import (
     add_member,
     change_role,
     create_agent_token,
+    mark_release,
     promote,
     write_artifact,
 )
@@ -197,6 +198,36 @@ def test_the_settings_section_adds_checks_saves_the_watch_and_locks(app):
     assert (
         hx(pete, settings, {"what": "lock", "collection": PAGE, "name": "index"}).status_code == 403
     )
+
+
+@pytest.mark.django_db
+def test_a_lock_shows_on_the_artifacts_diffs_to_everyone_who_reads_them(app):
+    """The lock list is on the owners' Settings page; a reviewer or restorer reading a set, a
+    point or Since release sees the lock on the locked artifact's diff, in words."""
+    write(app, "<p>v1</p>")
+    first = write(app, "<p>v1</p>", name="about")
+    mark_release(first.change_set_id, by="olga")
+    receipt = write(app, "<p>v2</p>")
+    write(app, "<p>about v2</p>", name="about")
+    olga = person(app, "olga", "owner")
+    rita = person(app, "rita", "restorer")
+    hx(olga, url("safe_promotion_settings"), {"what": "lock", "collection": PAGE, "name": "index"})
+    said = "It is locked by olga: an agent may not write it."
+    pages = [
+        rita.get(url("change_set", receipt.change_set_id)),
+        rita.get(url("restore_point", receipt.restore_point_id)),
+        rita.get(url("since_release")),
+    ]
+    for page in pages:
+        html = page.content.decode()
+        assert page.status_code == 200 and said in html
+        assert html.count('class="badge locked"') == 1  # index only; about is not locked
+    hx(
+        olga,
+        url("safe_promotion_settings"),
+        {"what": "unlock", "collection": PAGE, "name": "index"},
+    )
+    assert said not in rita.get(url("change_set", receipt.change_set_id)).content.decode()
 
 
 # --------------------------------------------------------------------------------------------

@@ -132,8 +132,10 @@ from versions.selectors.panel import (
 )
 from versions.selectors.production import (
     ProductionNotice,
+    artifact_locks,
     deployment_out,
     event_out,
+    lock_words,
     production_history,
     production_notice,
     production_overview,
@@ -244,9 +246,11 @@ __all__ = [
     "viewed_keys",
     "APPS_PER_PAGE",
     "app_page",
+    "artifact_locks",
     "deployment_out",
     "served_deployments",
     "event_out",
+    "lock_words",
     "production_overview",
     "production_history",
     "safe_promotion_settings",

@@ -11,7 +11,7 @@ from typing import Any
 from django.utils import timezone
 
 from versions.diffing import count_line_changes
-from versions.messages import DRAFT_HOLDS_PRODUCTION, PRODUCTION_STILL_SERVES
+from versions.messages import DRAFT_HOLDS_PRODUCTION, FINDING_LOCKED, PRODUCTION_STILL_SERVES
 from versions.models import (
     App,
     AppCheck,
@@ -181,6 +181,26 @@ def refused_schedules(app: App) -> list[dict[str, Any]]:
         ran_on__gte=timezone.now() - REFUSED_SHOWN_FOR,
     ).order_by("-ran_on", "-id")[:5]
     return [_schedule_out(row) for row in rows]
+
+
+def lock_words(locked_by: str, reason: str) -> str:
+    """Why an agent may not write a locked artifact, in words (a restore's finding, a diff's
+    head)."""
+    return FINDING_LOCKED.format(
+        by=locked_by or "an owner", reason=f" (“{reason}”)" if reason else ""
+    )
+
+
+def artifact_locks(app: App) -> dict[tuple[str, str], str]:
+    """The app's locked artifacts: ``(collection, name)`` → who locked it and why, in words, so
+    that everyone who reads its diffs sees the lock (the list is on the owners' Settings page).
+    No query for an app without locks."""
+    if not app.artifact_locks:
+        return {}
+    rows = ArtifactLock.objects.filter(app=app).values_list(
+        "collection", "name", "locked_by", "reason"
+    )
+    return {(collection, name): lock_words(by, reason) for collection, name, by, reason in rows}
 
 
 def safe_promotion_settings(app: App) -> dict[str, Any]:

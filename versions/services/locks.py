@@ -9,7 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from versions import messages as words
-from versions import terms
+from versions import selectors, terms
 from versions.errors import Conflict, Locked, NotFound
 from versions.models import App, Artifact, ArtifactLock
 from versions.services.access import Actor, app_for
@@ -52,7 +52,7 @@ def locked_findings(app: App, actor: Actor | None) -> dict[tuple[str, str], str]
     if actor is None or actor.token is None:
         return {}
     return {
-        (collection, name): words.FINDING_LOCKED.format(**_who(by, reason))
+        (collection, name): selectors.lock_words(by, reason)
         for collection, name, by, reason in ArtifactLock.objects.filter(app=app).values_list(
             "collection", "name", "locked_by", "reason"
         )

@@ -154,6 +154,7 @@ class DiffView:
     result: diffing.DiffResult | None = None
     page: diffing.DiffPage | None = None
     notes: Any = None  # its line comments (selectors.LineNotes), given by the view
+    lock: str = ""  # why agents may not write the artifact (its lock), given by the view
 
     @property
     def artifact(self) -> Any:
@@ -240,9 +241,19 @@ def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     return render(request, "versions/partials/_diff.html", ctx)
 
 
+def with_locks(app: Any, diffs: list[DiffView]) -> None:
+    """Give the diffs their artifact's lock, in words (none: no query)."""
+    locks = selectors.artifact_locks(app)
+    for diff in diffs:
+        diff.lock = locks.get((diff.artifact.collection, diff.artifact.name), "")
+
+
 def with_notes(request: HttpRequest, app: Any, diffs: list[DiffView]) -> None:
-    """Give the diffs their line comments (``views.reviews.line_notes``)."""
+    """Give the diffs what they show beyond their lines: their line comments
+    (``views.reviews.line_notes``) and their artifact's lock."""
     from versions.views.reviews import line_notes
+
+    with_locks(app, diffs)
 
     line_notes(
         request,

@@ -26,7 +26,7 @@ from versions.terms import (
     RELEASE,
 )
 from versions.views._common import app_of, is_fragment, list_refresh, panel_view, perms
-from versions.views.diffs import DiffView, build_diff
+from versions.views.diffs import DiffView, build_diff, with_locks
 from versions.views.restoring import Flow, notice_after, restore_flow
 
 TITLE = "Restore to release"
@@ -75,10 +75,12 @@ def _context(request: HttpRequest, app: App, **extra: Any) -> dict[str, Any]:
     except Conflict as exc:
         ctx.update(review=None, no_release=exc.message)
         return ctx
+    diffs = _diffs(review)
+    with_locks(app, diffs)
     ctx.update(
         page=review.sets_page,
         review=review,
-        diffs=_diffs(review),
+        diffs=diffs,
         expected=[(s.key, s.artifact.sha256) for s in review.changes],
     )
     return ctx
