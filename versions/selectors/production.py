@@ -183,12 +183,15 @@ def refused_schedules(app: App) -> list[dict[str, Any]]:
     return [_schedule_out(row) for row in rows]
 
 
+def lock_who(locked_by: str, reason: str) -> dict[str, str]:
+    """Who locked an artifact and why, as the lock messages say it (``by``, ``reason``)."""
+    return {"by": locked_by or "an owner", "reason": f" (“{reason}”)" if reason else ""}
+
+
 def lock_words(locked_by: str, reason: str) -> str:
     """Why an agent may not write a locked artifact, in words (a restore's finding, a diff's
     head)."""
-    return FINDING_LOCKED.format(
-        by=locked_by or "an owner", reason=f" (“{reason}”)" if reason else ""
-    )
+    return FINDING_LOCKED.format(**lock_who(locked_by, reason))
 
 
 def artifact_locks(app: App) -> dict[tuple[str, str], str]:

@@ -23,10 +23,6 @@ def _binds(app: App, actor: Actor | None) -> bool:
     return actor is not None and actor.token is not None and bool(app.artifact_locks)
 
 
-def _who(by: str, reason: str) -> dict[str, str]:
-    return {"by": by or "an owner", "reason": f" (“{reason}”)" if reason else ""}
-
-
 def check_unlocked(app: App, collection: str, name: str, actor: Actor | None) -> None:
     """An agent (a token) may not write a locked artifact: ``Locked`` in words."""
     if not _binds(app, actor):
@@ -39,7 +35,7 @@ def check_unlocked(app: App, collection: str, name: str, actor: Actor | None) ->
     if found is not None:
         raise Locked(
             words.LOCKED_BY_OWNER.format(
-                collection=collection, name=name, slug=app.slug, **_who(*found)
+                collection=collection, name=name, slug=app.slug, **selectors.lock_who(*found)
             )
         )
 

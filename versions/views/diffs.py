@@ -237,23 +237,22 @@ def diff_section(request: HttpRequest, slug: str, point_id: str) -> HttpResponse
     services.app_for(app, actor=actor_of(request))
     view = build_diff(selectors.point_change(point, _view(request)))
     with_notes(request, app, [view])
+    with_locks(app, [view])
     ctx = {"app": app, "diff": view, **perms(request, app)}
     return render(request, "versions/partials/_diff.html", ctx)
 
 
 def with_locks(app: Any, diffs: list[DiffView]) -> None:
-    """Give the diffs their artifact's lock, in words (none: no query)."""
+    """Give the diffs whose heads are drawn their artifact's lock, in words (an app without
+    locks: no query)."""
     locks = selectors.artifact_locks(app)
     for diff in diffs:
         diff.lock = locks.get((diff.artifact.collection, diff.artifact.name), "")
 
 
 def with_notes(request: HttpRequest, app: Any, diffs: list[DiffView]) -> None:
-    """Give the diffs what they show beyond their lines: their line comments
-    (``views.reviews.line_notes``) and their artifact's lock."""
+    """Give the diffs their line comments (``views.reviews.line_notes``)."""
     from versions.views.reviews import line_notes
-
-    with_locks(app, diffs)
 
     line_notes(
         request,

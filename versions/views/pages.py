@@ -13,7 +13,7 @@ from versions import selectors, services
 from versions.models import App, ChangeSet, RestorePoint
 from versions.terms import REVIEW
 from versions.views._common import actor_of, app_of, is_fragment, list_refresh, panel_view, perms
-from versions.views.diffs import build_diff, prepare, with_notes
+from versions.views.diffs import build_diff, prepare, with_locks, with_notes
 from versions.views.reviews import reviews_context
 from versions.workspace import log_sets
 
@@ -110,6 +110,7 @@ def expanded_set_context(
     prepare(xs.changes)
     diffs = [build_diff(ch) for ch in xs.changes]
     with_notes(request, app, diffs)
+    with_locks(app, diffs)
     expected = [(ch.key, ch.artifact.sha256) for ch in xs.changes]
     cs = xs.change_set
     selectors.attach_review_states(app, [cs])
@@ -157,6 +158,7 @@ def point_context(request: HttpRequest, app: App, point: RestorePoint, **extra: 
     """Everything the expanded row of a point shows."""
     diff = build_diff(selectors.point_change(point))
     with_notes(request, app, [diff])
+    with_locks(app, [diff])
     return {
         "app": app,
         "point": point,
